@@ -1,0 +1,171 @@
+"""The compiler's intermediate representation: frozen, typed, a sum type per concept.
+
+Validation produces it, rendering reads only it. Type references are resolved:
+a ``Named`` knows which module defines its target, so nothing downstream looks
+names up again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+BuiltinName = Literal["int", "float", "bool", "str", "bytes", "tensor", "nested_tensors", "slice"]
+BUILTINS: tuple[BuiltinName, ...] = (
+    "int",
+    "float",
+    "bool",
+    "str",
+    "bytes",
+    "tensor",
+    "nested_tensors",
+    "slice",
+)
+
+
+# -- type expressions --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Builtin:
+    name: BuiltinName
+
+
+@dataclass(frozen=True, slots=True)
+class Named:
+    module: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListOf:
+    item: TypeExpr
+
+
+@dataclass(frozen=True, slots=True)
+class VarTupleOf:
+    """``tuple[T, ...]``: any length, rebuilt as a tuple."""
+
+    item: TypeExpr
+
+
+@dataclass(frozen=True, slots=True)
+class TupleOf:
+    """``tuple[A, B]``: fixed length, one type per position."""
+
+    items: tuple[TypeExpr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DictOf:
+    key: TypeExpr
+    value: TypeExpr
+
+
+@dataclass(frozen=True, slots=True)
+class OptionalOf:
+    inner: TypeExpr
+
+
+TypeExpr: TypeAlias = Builtin | Named | ListOf | VarTupleOf | TupleOf | DictOf | OptionalOf
+
+
+# -- declarations ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Constraints:
+    """msgspec.Meta constraints, enforced by the decoder at C speed."""
+
+    ge: int | float | None = None
+    gt: int | float | None = None
+    le: int | float | None = None
+    lt: int | float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    pattern: str | None = None
+
+    def items(self) -> list[tuple[str, int | float | str]]:
+        names = ("ge", "gt", "le", "lt", "min_length", "max_length", "pattern")
+        return [(n, v) for n in names if (v := getattr(self, n)) is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class NoDefault:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Default:
+    """A literal default: None, bool, int, float, str, or an empty list / dict."""
+
+    value: bool | int | float | str | tuple[()] | list[None] | dict[str, None] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str
+    type: TypeExpr
+    default: Default | NoDefault
+    constraints: Constraints
+    doc: str
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """An existing class the generated code constructs on decode and reads on encode."""
+
+    module: str
+    qualname: str
+
+
+@dataclass(frozen=True, slots=True)
+class StructDef:
+    name: str
+    doc: str
+    binding: Binding | None
+    fields: tuple[Field, ...]
+    tag: int | str | None
+    """Set when the struct is a variant of a union: its tag on the wire."""
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    tag: int | str
+    type: TypeExpr
+
+
+@dataclass(frozen=True, slots=True)
+class UnionDef:
+    name: str
+    doc: str
+    binding: Binding | None
+    variants: tuple[Variant, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MappingDef:
+    name: str
+    doc: str
+    binding: Binding | None
+    key: TypeExpr
+    value: TypeExpr
+
+
+TypeDef: TypeAlias = StructDef | UnionDef | MappingDef
+
+
+@dataclass(frozen=True, slots=True)
+class Module:
+    name: str
+    """The schema's name: the generated module's name and its identity on the wire."""
+    major: int
+    doc: str
+    source: str
+    """The schema file, relative to the project root, as named in the header."""
+    sha256: str
+    imports: tuple[str, ...]
+    """Names of the schema modules this one references."""
+    types: tuple[TypeDef, ...]
+    exports: tuple[Binding, ...] = ()
+    """Existing names the generated module re-exports for its users."""

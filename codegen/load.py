@@ -1,0 +1,119 @@
+"""Read schema YAML into plain values that remember where they came from.
+
+PyYAML's composer keeps a mark on every node; we turn nodes into small located
+values (``Scalar``, ``Seq``, ``Map``) instead of Python objects, so that every
+later error can point at file:line:col. Duplicate keys, which PyYAML would
+silently overwrite, are reported here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from codegen.diagnostics import Diagnostic, Position
+
+
+@dataclass(frozen=True, slots=True)
+class Scalar:
+    value: Any
+    """str, int, float, bool or None, as YAML's core schema resolves it."""
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class Seq:
+    items: tuple[Node, ...]
+    position: Position
+
+
+@dataclass(frozen=True, slots=True)
+class Map:
+    entries: tuple[tuple[Scalar, Node], ...]
+    """Key order as written."""
+    position: Position
+    _index: dict[str, Node] = field(default_factory=dict, compare=False, repr=False)
+
+    def get(self, key: str) -> Node | None:
+        if not self._index:
+            for k, v in self.entries:
+                self._index.setdefault(str(k.value), v)
+        return self._index.get(key)
+
+    def keys(self) -> list[Scalar]:
+        return [k for k, _ in self.entries]
+
+
+Node = Scalar | Seq | Map
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedFile:
+    path: Path
+    display_path: str
+    text: str
+    root: Node | None
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader: no Python tags, so loading a schema can never run code."""
+
+
+def load_file(path: Path, display_path: str, diagnostics: list[Diagnostic]) -> LoadedFile:
+    text = path.read_text(encoding="utf-8")
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        position = (
+            Position(display_path, mark.line + 1, mark.column + 1)
+            if mark
+            else Position(display_path, 1, 1)
+        )
+        problem = e.problem or str(e)
+        if e.context:
+            problem = f"{e.context}: {problem}"
+        diagnostics.append(Diagnostic(position, f"YAML syntax error: {problem}"))
+        return LoadedFile(path, display_path, text, None)
+    if node is None:
+        return LoadedFile(path, display_path, text, None)
+    return LoadedFile(path, display_path, text, _convert(node, display_path, diagnostics))
+
+
+def _position(node: yaml.Node, file: str) -> Position:
+    return Position(file, node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def _convert(node: yaml.Node, file: str, diagnostics: list[Diagnostic]) -> Node:
+    position = _position(node, file)
+    if isinstance(node, yaml.MappingNode):
+        entries: list[tuple[Scalar, Node]] = []
+        seen: dict[str, Position] = {}
+        for key_node, value_node in node.value:
+            key = _convert(key_node, file, diagnostics)
+            if not isinstance(key, Scalar) or isinstance(key.value, (list, dict)):
+                diagnostics.append(Diagnostic(key.position, "mapping keys must be plain scalars"))
+                continue
+            name = str(key.value)
+            if name in seen:
+                diagnostics.append(
+                    Diagnostic(
+                        key.position, f"duplicate key {name!r} (first defined at {seen[name]})"
+                    )
+                )
+                continue
+            seen[name] = key.position
+            entries.append((key, _convert(value_node, file, diagnostics)))
+        return Map(tuple(entries), position)
+    if isinstance(node, yaml.SequenceNode):
+        return Seq(tuple(_convert(item, file, diagnostics) for item in node.value), position)
+    assert isinstance(node, yaml.ScalarNode)
+    return Scalar(_scalar_value(node), position)
+
+
+def _scalar_value(node: yaml.ScalarNode) -> Any:
+    """The scalar as YAML's safe core schema types it (int, float, bool, None or str)."""
+    return _Loader("").construct_object(node, deep=True)

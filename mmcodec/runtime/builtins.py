@@ -1,0 +1,244 @@
+"""Rebuild functions for the schema language's built-in types: nested tensors and slices.
+
+Lists are converted with a comprehension; only when an element fails is the list
+walked again to find the index for the error path (rebuilding is pure, so the
+second walk sees the same failure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import torch
+
+from mmcodec.runtime.equality import values_equal
+from mmcodec.runtime.errors import CodecError, DecodeError, EncodeError
+from mmcodec.runtime.tensors import DecodeContext, EncodeContext
+from mmcodec.runtime.wire import IntLeaf, ListNode, NestedWire, SliceWire, TupleNode
+
+NestedTensors = Any
+"""``torch.Tensor | int | float | list[NestedTensors] | tuple[NestedTensors, ...]``."""
+
+_Ctx = TypeVar("_Ctx", EncodeContext, DecodeContext)
+_Err = TypeVar("_Err", bound=CodecError)
+
+
+def locate_failure(
+    convert: Callable[..., Any], items: Sequence[Any], *args: Any, error: _Err
+) -> _Err:
+    """Find which element of ``items`` made ``convert`` fail and add ``[i]`` to the path."""
+    for index, item in enumerate(items):
+        try:
+            convert(item, *args)
+        except CodecError as again:
+            return again.at(f"[{index}]")  # type: ignore[return-value]
+    return error
+
+
+def nested_tensors_to_wire(value: NestedTensors, ctx: EncodeContext, depth: int = 0) -> NestedWire:
+    if isinstance(value, torch.Tensor):
+        return ctx.ref(value)
+    kind = type(value)
+    if kind is list or kind is tuple:
+        if depth >= ctx.max_depth:
+            raise EncodeError(f"nested tensors deeper than {ctx.max_depth} levels")
+        try:
+            items = [nested_tensors_to_wire(item, ctx, depth + 1) for item in value]
+        except EncodeError as e:
+            raise locate_failure(nested_tensors_to_wire, value, ctx, depth + 1, error=e) from None
+        return ListNode(items) if kind is list else TupleNode(items)
+    if kind is int:
+        return IntLeaf(value)
+    if kind is float:
+        return value  # type: ignore[no-any-return]
+    raise EncodeError(f"{kind.__name__} is not a nested tensor (tensor, int, float, list or tuple)")
+
+
+def nested_tensors_from_wire(node: NestedWire, ctx: DecodeContext, depth: int = 0) -> NestedTensors:
+    kind = type(node)
+    if kind is int:
+        return ctx.tensor(node)  # type: ignore[arg-type]
+    if kind is float:
+        return node
+    if kind is IntLeaf:
+        return node.value  # type: ignore[union-attr]
+    items = node.items  # type: ignore[union-attr]
+    if depth >= ctx.limits.max_depth:
+        raise DecodeError(f"nested tensors deeper than {ctx.limits.max_depth} levels")
+    if len(items) > ctx.limits.max_elements:
+        raise DecodeError(f"{len(items)} elements exceed the limit of {ctx.limits.max_elements}")
+    try:
+        values = [nested_tensors_from_wire(item, ctx, depth + 1) for item in items]
+    except DecodeError as e:
+        raise locate_failure(nested_tensors_from_wire, items, ctx, depth + 1, error=e) from None
+    return values if kind is ListNode else tuple(values)
+
+
+def tensor_to_wire(value: torch.Tensor, ctx: EncodeContext) -> int:
+    return ctx.ref(value)
+
+
+def tensor_from_wire(ref: int, ctx: DecodeContext) -> torch.Tensor:
+    return ctx.tensor(ref)
+
+
+def slice_to_wire(value: slice, ctx: EncodeContext) -> SliceWire:
+    if type(value) is not slice:
+        raise EncodeError(f"expected a slice, got {type(value).__name__}")
+    start, stop, step = value.start, value.stop, value.step
+    for bound in (start, stop, step):
+        if bound is not None and type(bound) is not int:
+            raise EncodeError(f"slice bounds must be int or None, got {type(bound).__name__}")
+    return SliceWire(start, stop, step)
+
+
+def slice_from_wire(wire: SliceWire, ctx: DecodeContext) -> slice:
+    return slice(wire.start, wire.stop, wire.step)
+
+
+def check_count(count: int, ctx: DecodeContext) -> None:
+    """Bound the number of elements of a decoded container."""
+    if count > ctx.limits.max_elements:
+        raise DecodeError(f"{count} elements exceed the limit of {ctx.limits.max_elements}")
+
+
+# -- checks the encoder applies to leaves, so that a bad value fails on the sending side
+
+
+def _expected(what: str, value: object) -> EncodeError:
+    return EncodeError(f"expected {what}, got {type(value).__name__}")
+
+
+def expect_int(value: object, ctx: EncodeContext) -> int:
+    if type(value) is int:
+        return value
+    raise _expected("an int", value)
+
+
+def expect_float(value: object, ctx: EncodeContext) -> float:
+    if type(value) is float or type(value) is int:
+        return value
+    raise _expected("a float", value)
+
+
+def expect_bool(value: object, ctx: EncodeContext) -> bool:
+    if type(value) is bool:
+        return value
+    raise _expected("a bool", value)
+
+
+def expect_str(value: object, ctx: EncodeContext) -> str:
+    if type(value) is str:
+        return value
+    raise _expected("a str", value)
+
+
+def expect_bytes(value: object, ctx: EncodeContext) -> bytes:
+    if type(value) is bytes or type(value) is bytearray or type(value) is memoryview:
+        return value  # type: ignore[return-value]
+    raise _expected("bytes", value)
+
+
+def expect_sequence(value: object, what: str) -> Sequence[Any]:
+    """``list[T]`` and ``tuple[T, ...]`` accept a list or a tuple when encoding."""
+    if type(value) is list or type(value) is tuple:
+        return value
+    raise _expected(what, value)
+
+
+def expect_mapping(value: object) -> Any:
+    if isinstance(value, dict):
+        return value
+    raise _expected("a dict", value)
+
+
+def expect_length(value: Sequence[Any], length: int) -> Sequence[Any]:
+    if len(value) != length:
+        raise EncodeError(f"expected a tuple of {length} items, got {len(value)}")
+    return value
+
+
+def field_failure(
+    error: _Err, source: object, ctx: Any, fields: tuple[tuple[str, Callable[..., Any]], ...]
+) -> _Err:
+    """Find which field's conversion fails and add ``.name`` to the path."""
+    for name, convert in fields:
+        try:
+            convert(getattr(source, name), ctx)
+        except CodecError as again:
+            return again.at(f".{name}")  # type: ignore[return-value]
+        except AttributeError:
+            return EncodeError(f"{type(source).__name__} has no attribute {name!r}").at(  # type: ignore[return-value]
+                f".{name}"
+            )
+    return error
+
+
+def entry_failure(
+    error: _Err,
+    items: Any,
+    ctx: Any,
+    convert_key: Callable[..., Any],
+    convert_value: Callable[..., Any],
+) -> _Err:
+    """Find which mapping entry fails and add ``['key']`` to the path."""
+    for key, value in items.items():
+        try:
+            convert_key(key, ctx)
+        except CodecError as again:
+            return again.at(f"[{key!r}] (key)")  # type: ignore[return-value]
+        try:
+            convert_value(value, ctx)
+        except CodecError as again:
+            return again.at(f"[{key!r}]")  # type: ignore[return-value]
+    return error
+
+
+def construct_failure(cls: type, error: Exception) -> DecodeError:
+    return DecodeError(
+        f"{cls.__name__} rejected the decoded values ({type(error).__name__}: {error})"
+    )
+
+
+def identity(value: Any, ctx: Any) -> Any:
+    return value
+
+
+def tuple_failure(
+    error: _Err, items: Sequence[Any], ctx: Any, converts: tuple[Callable[..., Any], ...]
+) -> _Err:
+    """Find which position of a fixed-length tuple fails and add ``[i]`` to the path."""
+    for index, (item, convert) in enumerate(zip(items, converts, strict=False)):
+        try:
+            convert(item, ctx)
+        except CodecError as again:
+            return again.at(f"[{index}]")  # type: ignore[return-value]
+    return error
+
+
+__all__ = [
+    "NestedTensors",
+    "check_count",
+    "construct_failure",
+    "entry_failure",
+    "expect_bool",
+    "expect_bytes",
+    "expect_float",
+    "expect_int",
+    "expect_length",
+    "expect_mapping",
+    "expect_sequence",
+    "expect_str",
+    "field_failure",
+    "identity",
+    "locate_failure",
+    "nested_tensors_from_wire",
+    "nested_tensors_to_wire",
+    "slice_from_wire",
+    "slice_to_wire",
+    "tensor_from_wire",
+    "tensor_to_wire",
+    "tuple_failure",
+    "values_equal",
+]

@@ -1,0 +1,206 @@
+"""The message pipeline every generated module shares: envelope, payloads, frames.
+
+A generated module describes its schema with one :class:`SchemaCodec` (its name,
+major version and, per named type, the wire struct and the two rebuild functions);
+this module does everything that does not depend on the schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from mmcodec.runtime import framing
+from mmcodec.runtime.errors import CodecError, DecodeError, EncodeError
+from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
+from mmcodec.runtime.paths import describe_validation_error
+from mmcodec.runtime.tensors import (
+    DEFAULT_INLINE_THRESHOLD,
+    DecodeContext,
+    DiagnoseContext,
+    EncodeContext,
+    Frame,
+    RunError,
+    build_tensors,
+    plan_payloads,
+)
+from mmcodec.runtime.wire import MAGIC, WIRE_VERSION, Envelope, EnvelopeHead, TensorRun
+
+
+@dataclass(frozen=True, slots=True)
+class NamedType:
+    """What the runtime needs to know about one named type of a schema."""
+
+    name: str
+    python_type: Any
+    """The domain class (or, for a union, the object users pass as ``type``)."""
+    wire_type: Any
+    to_wire: Callable[[Any, EncodeContext], Any]
+    from_wire: Callable[[Any, DecodeContext], Any]
+    decoder: msgspec.msgpack.Decoder[Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "decoder", msgspec.msgpack.Decoder(self.wire_type))
+
+
+class _EnvelopeOut(msgspec.Struct, array_like=True, gc=False):
+    """The encoder's view of :class:`Envelope`: the body is a wire struct, not raw bytes."""
+
+    magic: str
+    wire_version: int
+    schema: str
+    major: int
+    root: str
+    tensors: list[TensorRun]
+    refs: list[int]
+    body: Any
+
+
+_HEAD_DECODER = msgspec.msgpack.Decoder(EnvelopeHead)
+_ENVELOPE_DECODER = msgspec.msgpack.Decoder(Envelope)
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+class SchemaCodec:
+    """Encode and decode the named types of one schema. Holds no per-call state."""
+
+    def __init__(self, schema: str, major: int, types: Sequence[NamedType]) -> None:
+        self.schema = schema
+        self.major = major
+        self._by_python_type = {t.python_type: t for t in types}
+        self._by_name = {t.name: t for t in types}
+
+    # -- encoding ---------------------------------------------------------------------
+
+    def encode(
+        self,
+        obj: Any,
+        *,
+        type: Any = None,
+        inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+        max_depth: int = DEFAULT_LIMITS.max_depth,
+    ) -> list[Frame]:
+        named = self._named_for_encode(obj, type)
+        ctx = EncodeContext(max_depth)
+        try:
+            body = named.to_wire(obj, ctx)
+            runs, refs, frames = plan_payloads(ctx.tensors, inline_threshold)
+        except RecursionError:
+            raise EncodeError("value nested too deeply to encode") from None
+        envelope = _EnvelopeOut(
+            MAGIC, WIRE_VERSION, self.schema, self.major, named.name, runs, refs, body
+        )
+        try:
+            header = _ENCODER.encode(envelope)
+        except (TypeError, ValueError, OverflowError) as e:  # e.g. an int beyond 64 bits
+            raise EncodeError(f"cannot encode header: {e}") from None
+        return [memoryview(header), *frames]
+
+    def encode_bytes(self, obj: Any, *, type: Any = None) -> bytearray:
+        """Encode into one buffer: a frame table, then payloads 64-byte aligned."""
+        return framing.join(self.encode(obj, type=type))
+
+    def _named_for_encode(self, obj: Any, explicit: Any) -> NamedType:
+        if explicit is not None:
+            named = self._by_python_type.get(explicit)
+            if named is None:
+                raise TypeError(f"{explicit!r} is not a type of schema {self.schema!r}")
+            return named
+        for cls in type(obj).__mro__:
+            named = self._by_python_type.get(cls)
+            if named is not None:
+                return named
+        raise EncodeError(
+            f"{type(obj).__name__} is not a type of schema {self.schema!r}; "
+            "pass type= to say which one it is"
+        )
+
+    # -- decoding ---------------------------------------------------------------------
+
+    def decode(
+        self,
+        frames: Sequence[Any],
+        type: Any,
+        *,
+        copy: bool = False,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> Any:
+        named = self._by_python_type.get(type)
+        if named is None:
+            raise TypeError(f"{type!r} is not a type of schema {self.schema!r}")
+        try:
+            views = framing.as_byte_views(frames, limits)
+            return self._decode_views(views, named, copy, limits)
+        except DecodeError:
+            raise
+        except RecursionError:
+            raise DecodeError("message nested too deeply") from None
+        except CodecError as e:  # pragma: no cover - rebuild code raises DecodeError only
+            raise DecodeError(e.message) from None
+        except Exception as e:  # the contract: nothing but DecodeError escapes
+            raise DecodeError(f"rejected ({type(e).__name__}: {e})") from e
+
+    def decode_bytes(
+        self,
+        buffer: Any,
+        type: Any,
+        *,
+        copy: bool = False,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> Any:
+        try:
+            frames = framing.split(buffer, limits)
+        except DecodeError:
+            raise
+        except Exception as e:
+            raise DecodeError(f"rejected buffer ({type(e).__name__}: {e})") from e
+        return self.decode(frames, type, copy=copy, limits=limits)
+
+    def _decode_views(
+        self, views: list[memoryview], named: NamedType, copy: bool, limits: Limits
+    ) -> Any:
+        header = views[0]
+        try:
+            head = _HEAD_DECODER.decode(header)
+        except msgspec.DecodeError as e:
+            raise DecodeError(f"frame 0 is not an mmcodec header ({e})") from None
+        self._check_head(head, named)
+        try:
+            envelope = _ENVELOPE_DECODER.decode(header)
+        except msgspec.DecodeError as e:
+            raise DecodeError(f"malformed envelope: {e}") from None
+        try:
+            body = named.decoder.decode(envelope.body)
+        except msgspec.ValidationError as e:
+            raise DecodeError(
+                describe_validation_error(str(e), named.wire_type, envelope.body)
+            ) from None
+        except msgspec.DecodeError as e:
+            raise DecodeError(f"malformed message body: {e}") from None
+        try:
+            tensors = build_tensors(envelope.tensors, envelope.refs, views, limits, copy)
+        except RunError as e:
+            # Rebuild once more, with the bad run standing in for its tensors, to name
+            # the first value that uses it.
+            named.from_wire(body, DiagnoseContext(e, envelope.refs, limits))
+            raise DecodeError(f"{e.message}, used by no value") from None
+        return named.from_wire(body, DecodeContext(tensors, limits))
+
+    def _check_head(self, head: EnvelopeHead, named: NamedType) -> None:
+        if head.magic != MAGIC:
+            raise DecodeError(f"frame 0 is not an mmcodec header (magic {head.magic!r})")
+        if head.wire_version != WIRE_VERSION:
+            raise DecodeError(
+                f"wire format version {head.wire_version} is not supported "
+                f"(this decoder reads version {WIRE_VERSION})"
+            )
+        if head.schema != self.schema or head.major != self.major:
+            raise DecodeError(
+                f"message is from schema {head.schema!r} major version {head.major}; "
+                f"this decoder reads schema {self.schema!r} major version {self.major}"
+            )
+        if head.root != named.name:
+            raise DecodeError(f"message holds a {head.root}, not a {named.name}")

@@ -1,0 +1,116 @@
+"""Frames: validating what the caller hands the decoder, and the single-buffer layout.
+
+Single-buffer layout (all integers little-endian)::
+
+    b"MMCB" | u32 layout version | u64 frame count N | N x (u64 offset, u64 length)
+    | payloads, each starting at a multiple of 64 bytes from the buffer's start
+
+so a buffer read from a file, ``mmap`` or shared memory that is itself 64-byte
+aligned yields aligned tensors without a copy.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from mmcodec.runtime.errors import DecodeError
+from mmcodec.runtime.limits import Limits
+
+ALIGNMENT = 64
+_MAGIC = b"MMCB"
+_LAYOUT_VERSION = 1
+_PREFIX = struct.Struct("<4sIQ")
+_ENTRY = struct.Struct("<QQ")
+
+
+def _align(n: int) -> int:
+    return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+def as_byte_views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:
+    """One flat byte memoryview per frame, with the frame count and sizes bounded."""
+    try:
+        count = len(frames)
+    except TypeError:
+        raise DecodeError(f"frames must be a sequence, got {type(frames).__name__}") from None
+    if count == 0:
+        raise DecodeError("no frames: a message has at least its header frame")
+    if count > limits.max_frames:
+        raise DecodeError(f"{count} frames exceed the limit of {limits.max_frames}")
+    views: list[memoryview] = []
+    total = 0
+    for number, frame in enumerate(frames):
+        try:
+            view = memoryview(frame)
+        except TypeError:
+            raise DecodeError(
+                f"frame {number} is a {type(frame).__name__}, not a bytes-like object"
+            ) from None
+        if view.format != "B" or view.ndim != 1:
+            if not view.c_contiguous:
+                raise DecodeError(f"frame {number} is not contiguous memory")
+            view = view.cast("B")
+        total += view.nbytes
+        views.append(view)
+    if views[0].nbytes > limits.max_header_bytes:
+        raise DecodeError(
+            f"header of {views[0].nbytes} bytes exceeds the limit of {limits.max_header_bytes}"
+        )
+    if total > limits.max_total_bytes:
+        raise DecodeError(f"{total} bytes exceed the limit of {limits.max_total_bytes}")
+    return views
+
+
+def join(frames: Sequence[memoryview]) -> bytearray:
+    """Copy frames into one buffer with a frame table and 64-byte aligned payloads."""
+    table_end = _PREFIX.size + _ENTRY.size * len(frames)
+    offsets = []
+    position = _align(table_end)
+    for frame in frames:
+        offsets.append(position)
+        position = _align(position + frame.nbytes)
+    out = bytearray(position)
+    _PREFIX.pack_into(out, 0, _MAGIC, _LAYOUT_VERSION, len(frames))
+    for index, (offset, frame) in enumerate(zip(offsets, frames, strict=True)):
+        _ENTRY.pack_into(out, _PREFIX.size + _ENTRY.size * index, offset, frame.nbytes)
+        out[offset : offset + frame.nbytes] = frame
+    return out
+
+
+def split(buffer: Any, limits: Limits) -> list[memoryview]:
+    """The frames of a :func:`join` buffer, as views of it (no copy), bounds-checked."""
+    try:
+        view = memoryview(buffer)
+    except TypeError:
+        raise DecodeError(f"expected a bytes-like buffer, got {type(buffer).__name__}") from None
+    if view.format != "B" or view.ndim != 1:
+        if not view.c_contiguous:
+            raise DecodeError("buffer is not contiguous memory")
+        view = view.cast("B")
+    size = view.nbytes
+    if size > limits.max_total_bytes:
+        raise DecodeError(f"{size} bytes exceed the limit of {limits.max_total_bytes}")
+    if size < _PREFIX.size:
+        raise DecodeError(f"buffer of {size} bytes is too short for a frame table")
+    magic, version, count = _PREFIX.unpack_from(view, 0)
+    if magic != _MAGIC:
+        raise DecodeError(f"buffer does not start with {_MAGIC!r} (found {bytes(magic)!r})")
+    if version != _LAYOUT_VERSION:
+        raise DecodeError(f"single-buffer layout version {version} is not supported")
+    if not 1 <= count <= limits.max_frames:
+        raise DecodeError(f"frame count {count} outside 1..{limits.max_frames}")
+    table_end = _PREFIX.size + _ENTRY.size * count
+    if table_end > size:
+        raise DecodeError(f"frame table of {count} entries overruns the {size}-byte buffer")
+    frames = []
+    for index in range(count):
+        offset, length = _ENTRY.unpack_from(view, _PREFIX.size + _ENTRY.size * index)
+        if offset < table_end or offset + length > size:
+            raise DecodeError(
+                f"frame {index} ({length} bytes at offset {offset}) lies outside the "
+                f"buffer's payload area ({table_end}..{size})"
+            )
+        frames.append(view[offset : offset + length])
+    return frames

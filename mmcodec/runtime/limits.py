@@ -1,0 +1,30 @@
+"""Bounds a decoder enforces on untrusted input, before it allocates anything."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-decode limits. Every field bounds work or memory an attacker could ask for.
+
+    The defaults fit the largest realistic multimodal requests (a 16-image video
+    request is ~200 MB and a few hundred tensors) with a wide margin.
+    """
+
+    max_frames: int = 4096
+    """Frames per message, frame 0 (the header) included."""
+    max_total_bytes: int = 4 << 30
+    """Sum of all frame lengths (4 GiB)."""
+    max_header_bytes: int = 64 << 20
+    """Length of frame 0, the msgpack header (64 MiB)."""
+    max_depth: int = 32
+    """Nesting depth of nested tensors (lists and tuples of lists ...)."""
+    max_elements: int = 1 << 20
+    """Elements in any one container, and tensors per message (empty ones included)."""
+    max_ndim: int = 16
+    """Dimensions of one tensor."""
+
+
+DEFAULT_LIMITS = Limits()

@@ -1,0 +1,79 @@
+"""Wire types shared by every schema: the envelope, tensor runs, slices, nested tensors.
+
+Frame 0 of a message is a msgpack array (an :class:`Envelope`); tensor payloads
+follow as frames 1..N. Every struct is ``array_like`` (no field names on the wire)
+and ``gc=False``: decoded trees hold no cycles.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, TypeAlias
+
+import msgspec
+
+MAGIC = "mmc"
+WIRE_VERSION = 1
+
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class EnvelopeHead(msgspec.Struct, array_like=True, gc=False, frozen=True):
+    """The first five entries of every envelope, decoded (and checked) first."""
+
+    magic: str
+    wire_version: int
+    schema: str
+    major: int
+    root: str
+
+
+class TensorRun(msgspec.Struct, array_like=True, gc=False, frozen=True):
+    """``count`` tensors of one dtype and shape, laid back to back in one payload.
+
+    A single tensor is a run of one (``[dtype, shape, data]`` with the defaults left
+    off). Many same-shape views of one batch tensor travel as one run, so that both
+    sides pay one allocation and one torch call for all of them.
+    """
+
+    dtype: str
+    shape: list[int]
+    data: int | memoryview
+    """A frame index (>= 1), or the payload itself, inline, for small payloads."""
+    offset: int = 0
+    """Byte offset of the first tensor in its frame (0 for inline payloads)."""
+    count: int = 1
+
+
+class Envelope(msgspec.Struct, array_like=True, gc=False, frozen=True):
+    magic: str
+    wire_version: int
+    schema: str
+    major: int
+    root: str
+    tensors: list[TensorRun]
+    refs: list[int]
+    """Tensor reference -> position among the runs' tensors; empty when they coincide."""
+    body: msgspec.Raw
+
+
+class SliceWire(msgspec.Struct, array_like=True, gc=False, frozen=True):
+    start: int | None
+    stop: int | None
+    step: int | None = None
+
+
+# Nested tensors: a bare int is a tensor reference (the common case, one byte);
+# leaves and containers are tagged arrays.
+class IntLeaf(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=0):
+    value: int
+
+
+class ListNode(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=1):
+    items: list[NestedWire]
+
+
+class TupleNode(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=2):
+    items: list[NestedWire]
+
+
+NestedWire: TypeAlias = NonNegative | float | IntLeaf | ListNode | TupleNode
