@@ -26,7 +26,9 @@ def _schema_files(paths: Sequence[str], schema_dir: Path) -> list[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m codegen", description=__doc__)
-    parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root")
+    parser.add_argument(
+        "--root", type=Path, default=Path.cwd(), help="project root; relative paths start there"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     validate = sub.add_parser("validate", help="check schema files; report every error")
@@ -50,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(schema_language_json())
         return 0
     if args.command == "validate":
-        files = _schema_files(args.paths, root / "schema")
+        files = _schema_files([str(root / p) for p in args.paths], root / "schema")
         try:
             compile_schemas(files, root)
         except SchemaErrors as e:
@@ -83,7 +85,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problems:
         print(FIX_HINT)
         return 1
-    print(
-        f"ok: {out_dir.relative_to(root) if out_dir.is_relative_to(root) else out_dir} is up to date"
-    )
+    shown = out_dir.relative_to(root) if out_dir.is_relative_to(root) else out_dir
+    print(f"ok: {shown} is up to date")
     return 0

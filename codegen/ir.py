@@ -95,11 +95,16 @@ class NoDefault:
     pass
 
 
+DefaultValue: TypeAlias = (
+    bool | int | float | str | bytes | tuple[()] | list[None] | dict[str, None] | None
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Default:
-    """A literal default: None, bool, int, float, str, or an empty list / dict."""
+    """A literal default: None, bool, int, float, str, bytes, or an empty list, tuple or dict."""
 
-    value: bool | int | float | str | tuple[()] | list[None] | dict[str, None] | None
+    value: DefaultValue
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+BINDING_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"
+"""An import path, ``package.module.Name``."""
+
 TYPE_EXPRESSION = {
     "type": "string",
     "description": (
@@ -48,7 +51,9 @@ def schema_language() -> dict[str, Any]:
         "required": ["tag", "type"],
         "properties": {
             "tag": {
-                "description": "The variant's tag on the wire: unique in the union, all ints or all strings.",
+                "description": (
+                    "The variant's tag on the wire: unique in the union, all ints or all strings."
+                ),
                 "oneOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}],
             },
             "type": {"$ref": "#/$defs/typeExpression"},
@@ -63,8 +68,10 @@ def schema_language() -> dict[str, Any]:
             "doc": {"type": "string"},
             "bind": {
                 "type": "string",
-                "description": "Import path of an existing class to build and read instead of a generated one.",
-                "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$",
+                "description": (
+                    "Import path of an existing class to build and read instead of a generated one."
+                ),
+                "pattern": BINDING_PATTERN,
             },
             "struct": {
                 "description": "Fields in wire order; fields with defaults come last.",
@@ -106,6 +113,11 @@ def schema_language() -> dict[str, Any]:
             "version": {"type": "integer", "minimum": 0, "description": "Major version."},
             "doc": {"type": "string"},
             "imports": {"type": "array", "items": {"type": "string"}},
+            "exports": {
+                "type": "array",
+                "description": "Existing names the generated module re-exports.",
+                "items": {"type": "string", "pattern": BINDING_PATTERN},
+            },
             "types": {
                 "type": "object",
                 "propertyNames": {"pattern": "^[A-Za-z][A-Za-z0-9_]*$"},

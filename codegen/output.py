@@ -30,19 +30,30 @@ def _ruff() -> list[str]:
     return [os.fsdecode(find_ruff_bin())]
 
 
+# Import hygiene is left to ruff: which imports a module needs, and how they group
+# (first- or third-party bound classes), depends on the project's ruff configuration.
+_IMPORT_FIXES = "I001,F401,RUF022"
+
+
 def format_source(source: str, filename: str, root: Path) -> str:
-    """``ruff format`` the source (config from ``root``'s pyproject.toml)."""
-    result = subprocess.run(
-        [*_ruff(), "format", "--stdin-filename", filename, "-"],
-        input=source,
-        capture_output=True,
-        text=True,
-        cwd=root,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"ruff could not format the generated {filename}:\n{result.stderr}")
-    return result.stdout
+    """Sort imports and ``__all__``, drop unused imports, then ``ruff format`` the source.
+
+    Both steps read their configuration from ``root``'s pyproject.toml.
+    """
+    fix = ["check", "--fix-only", "--select", _IMPORT_FIXES, "--stdin-filename", filename, "-"]
+    for command in (fix, ["format", "--stdin-filename", filename, "-"]):
+        result = subprocess.run(
+            [*_ruff(), *command],
+            input=source,
+            capture_output=True,
+            text=True,
+            cwd=root,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"ruff could not format the generated {filename}:\n{result.stderr}")
+        source = result.stdout
+    return source
 
 
 @dataclass(frozen=True)
@@ -53,11 +64,15 @@ class Plan:
 
 
 def plan_output(modules: list[ir.Module], package: str, out_dir: Path, root: Path) -> Plan:
+    """The output files. ``out_dir`` does not affect them: each module is formatted as the
+    file its import name gives under ``root`` (ruff's settings depend on a file's path)."""
+    del out_dir
     files = {"__init__.py": INIT_TEXT, "py.typed": ""}
     for module in modules:
         filename = f"{module.name}.py"
         source = render_module(module, modules, package)
-        files[filename] = format_source(source, str(out_dir / filename), root)
+        as_if = root.joinpath(*package.split("."), filename)
+        files[filename] = format_source(source, str(as_if), root)
     return Plan(dict(sorted(files.items())))
 
 

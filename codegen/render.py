@@ -9,6 +9,8 @@ distinct type expression, named after it, so output is stable).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +45,8 @@ class Helper:
     param: str
     returns: str
     item_convs: tuple[str, ...]
-    item_identity: tuple[bool, ...]
+    item_types: tuple[str, ...]
+    """Annotations of the converted items (wire types to the wire, domain types back)."""
     what: str
 
 
@@ -152,6 +155,16 @@ class _Renderer:
             return self.func(t, "from_wire")
         return self._helper(t, "from_wire")
 
+    def convert_expr(self, t: ir.TypeExpr, value: str, direction: str) -> str:
+        """An expression converting ``value`` (a cheap attribute read), inlining optionals."""
+        if direction == "from_wire" and self.identity_on_decode(t):
+            return value
+        if isinstance(t, ir.OptionalOf):
+            inner = self.to_wire(t.inner) if direction == "to_wire" else self.from_wire(t.inner)
+            return f"None if {value} is None else {inner}({value}, ctx)"
+        convert = self.to_wire(t) if direction == "to_wire" else self.from_wire(t)
+        return f"{convert}({value}, ctx)"
+
     def _helper(self, t: ir.TypeExpr, direction: str) -> str:
         name = f"_{_mangle(t, self.module.name)}_{direction}"
         if name in self.helpers:
@@ -180,11 +193,11 @@ class _Renderer:
             param=domain if to_wire else wire,
             returns=wire if to_wire else domain,
             item_convs=(),
-            item_identity=(),
+            item_types=(),
             what=_what(kind),
         )
         convs = tuple(convert(i) for i in items)
-        identity = tuple(self.identity_on_decode(i) and not to_wire for i in items)
+        annotate = self.wire_annotation if to_wire else self.domain_annotation
         self.helpers[name] = Helper(
             name,
             kind,
@@ -192,7 +205,7 @@ class _Renderer:
             domain if to_wire else wire,
             wire if to_wire else domain,
             convs,
-            identity,
+            tuple(annotate(i) for i in items),
             _what(kind),
         )
         return name
@@ -230,6 +243,8 @@ def _literal(value: object) -> str:
         return "[]"
     if isinstance(value, dict):
         return "{}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'  # repr gives `inf` / `nan`, which are not Python names
     return repr(value)
 
 
@@ -241,9 +256,13 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
     """The Python source of one generated module (before formatting)."""
     defs = {(m.name, t.name): t for m in all_modules for t in m.types}
     r = _Renderer(module, package, defs)
-    types = []
-    for t in module.types:
-        types.append(_type_view(r, t))
+    views = {t.name: _type_view(r, t) for t in module.types}
+    types = [views[t.name] for t in module.types]
+    domain_order, quoted = _domain_order(module)
+    for name in quoted:  # part of a cycle of aliases: a string, for type checkers only
+        view = views[name]
+        key = "domain_alias" if view["kind"] == "union" else "value_domain"
+        view[key] = f'"{view[key]}"'
     bindings = sorted(
         {
             (t.binding.module, t.binding.qualname, t.name)
@@ -280,11 +299,100 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
             bindings=bindings,
             imports=module.imports,
             types=types,
+            domain_types=[views[n] for n in domain_order],
+            wire_types=[views[n] for n in _wire_order(module)],
             helpers=helpers,
             public=public,
-            uses_torch=True,
         )
     )
+
+
+def _local_refs(module: ir.Module, t: ir.TypeExpr) -> list[str]:
+    """Names of this module's types that a type expression mentions, in order."""
+    if isinstance(t, ir.Named):
+        return [t.name] if t.module == module.name else []
+    if isinstance(t, (ir.ListOf, ir.VarTupleOf)):
+        return _local_refs(module, t.item)
+    if isinstance(t, ir.TupleOf):
+        return [n for i in t.items for n in _local_refs(module, i)]
+    if isinstance(t, ir.DictOf):
+        return _local_refs(module, t.key) + _local_refs(module, t.value)
+    if isinstance(t, ir.OptionalOf):
+        return _local_refs(module, t.inner)
+    return []
+
+
+def _alias_refs(module: ir.Module, t: ir.TypeDef) -> list[str]:
+    if isinstance(t, ir.UnionDef):
+        return [n for v in t.variants for n in _local_refs(module, v.type)]
+    if isinstance(t, ir.MappingDef):
+        return _local_refs(module, t.key) + _local_refs(module, t.value)
+    return []
+
+
+def _topological(module: ir.Module, nodes: Sequence[ir.TypeDef]) -> list[str]:
+    """``nodes`` ordered so that each comes after the nodes it mentions (ties: as declared).
+
+    A cycle is cut where the depth-first walk meets it.
+    """
+    by_name = {t.name: t for t in nodes}
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(t: ir.TypeDef) -> None:
+        if t.name in seen:
+            return
+        seen.add(t.name)
+        for name in _alias_refs(module, t):
+            if name in by_name:
+                visit(by_name[name])
+        order.append(t.name)
+
+    for t in nodes:
+        visit(t)
+    return order
+
+
+def _domain_order(module: ir.Module) -> tuple[list[str], list[str]]:
+    """The order of the domain definitions, and the aliases whose value must be a string.
+
+    Class bodies' annotations are lazy, but a union alias and a mapping's base class are
+    evaluated on import: they come after the classes, each after the aliases it mentions.
+    On a cycle, an alias that mentions one defined later is quoted; so is any union alias
+    or mapping base that mentions a quoted union (``"A" | None`` would fail at run time).
+    """
+    structs = [t.name for t in module.types if isinstance(t, ir.StructDef)]
+    aliases = [t for t in module.types if not isinstance(t, ir.StructDef) and t.binding is None]
+    order = _topological(module, aliases)
+    index = {name: i for i, name in enumerate(order)}
+    kinds = {t.name: t for t in aliases}
+    quoted: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for t in aliases:
+            if t.name not in quoted and any(
+                n in kinds
+                and (
+                    index[n] >= index[t.name] or (n in quoted and isinstance(kinds[n], ir.UnionDef))
+                )
+                for n in _alias_refs(module, t)
+            ):
+                quoted.add(t.name)
+                changed = True
+    bound = [t.name for t in module.types if not isinstance(t, ir.StructDef) and t.binding]
+    return structs + order + bound, sorted(quoted)
+
+
+def _wire_order(module: ir.Module) -> list[str]:
+    """Wire classes first, then union aliases (of classes), then mapping aliases in order.
+
+    Validation rejects a mapping that contains itself through mappings alone.
+    """
+    structs = [t.name for t in module.types if isinstance(t, ir.StructDef)]
+    unions = [t.name for t in module.types if isinstance(t, ir.UnionDef)]
+    mappings = _topological(module, [t for t in module.types if isinstance(t, ir.MappingDef)])
+    return structs + unions + mappings
 
 
 def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
@@ -312,6 +420,8 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
                     and isinstance(f.default.value, (list, dict)),
                     "to_wire": r.to_wire(f.type),
                     "from_wire": r.from_wire(f.type),
+                    "to_wire_expr": r.convert_expr(f.type, f"obj.{f.name}", "to_wire"),
+                    "from_wire_expr": r.convert_expr(f.type, f"wire.{f.name}", "from_wire"),
                     "identity": r.identity_on_decode(f.type),
                 }
             )
@@ -335,11 +445,15 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
                     "value_wire": r.wire_annotation(v.type),
                     "to_wire": r.to_wire(v.type),
                     "from_wire": r.from_wire(v.type),
+                    "identity": r.identity_on_decode(v.type),
                 }
             )
+        str_tags = any(isinstance(v.tag, str) for v in t.variants)
         base.update(
             kind="union",
+            ref="_wire.StrTagRef" if str_tags else "_wire.IntTagRef",
             variants=variants,
+            branches=_union_branches(variants),
             domain_alias=" | ".join(v["domain"] for v in variants),  # type: ignore[misc]
             expected=", ".join(v["domain"] for v in variants),  # type: ignore[misc]
         )
@@ -356,9 +470,34 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
     return base
 
 
+def _union_branches(variants: list[dict[str, object]]) -> list[dict[str, str]]:
+    """The decoder's dispatch on the wire class: a test and the domain value per branch.
+
+    ``type(wire) is X`` (not a saved ``type(wire)``) lets mypy narrow ``wire``. Wrapped
+    variants that msgspec already decodes to their domain value share one branch.
+    """
+    branches = []
+    identity = []
+    for v in variants:
+        if v["wrapped"] and v["identity"]:
+            identity.append(f"type(wire) is {v['wire']}")
+            continue
+        value = (
+            f"{v['from_wire']}(wire.value, ctx)" if v["wrapped"] else f"{v['from_wire']}(wire, ctx)"
+        )
+        branches.append({"test": f"type(wire) is {v['wire']}", "value": value})
+    if identity:
+        branches.append({"test": " or ".join(identity), "value": "wire.value"})
+    return branches
+
+
 def _tag_suffix(tag: int | str) -> str:
-    return (
-        f"_{tag}" if isinstance(tag, int) else f"_{''.join(c if c.isalnum() else '_' for c in tag)}"
+    """A distinct identifier part per tag: ``_`` is doubled, other non-alphanumerics
+    become ``_<hex>_`` (so the tags "a-b" and "a_b" name different wrapper classes)."""
+    if isinstance(tag, int):
+        return f"_{tag}"
+    return "_" + "".join(
+        c if c.isalnum() and c.isascii() else "__" if c == "_" else f"_{ord(c):x}_" for c in tag
     )
 
 

@@ -6,9 +6,11 @@ run shows every problem. Only when no diagnostic was produced is the IR returned
 
 from __future__ import annotations
 
+import builtins
 import difflib
 import hashlib
 import keyword
+import operator
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -70,6 +72,8 @@ RESERVED_TYPE_NAMES = frozenset(
         "memoryview",
     }
 )
+# A schema named "b" would be imported by others as `_b`, the runtime helpers' alias.
+RESERVED_SCHEMA_NAMES = frozenset({"b", "codec", "wire"})
 _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _MODULE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 NUMERIC = frozenset({"int", "float"})
@@ -124,6 +128,7 @@ def compile_schemas(paths: Iterable[Path], root: Path) -> list[ir.Module]:
             continue
         infos[path] = info
         pending.extend(p for p in info.imports.values() if p not in infos)
+    _check_import_cycles(ctx, infos)
     by_module: dict[str, _FileInfo] = {}
     for info in infos.values():
         if info.module in by_module:
@@ -135,9 +140,53 @@ def compile_schemas(paths: Iterable[Path], root: Path) -> list[ir.Module]:
         raise SchemaErrors(ctx.diagnostics)
     _check_struct_tags(ctx, modules, infos)
     _check_base_cases(ctx, modules, infos)
+    _check_mapping_cycles(ctx, modules, infos)
+    _check_python_identities(ctx, modules, infos)
     if ctx.diagnostics:
         raise SchemaErrors(ctx.diagnostics)
     return sorted(modules, key=lambda m: m.name)
+
+
+def _check_import_cycles(ctx: _Context, infos: dict[Path, _FileInfo]) -> None:
+    """Schema files may not import each other: their modules could not import each other."""
+    for path, info in infos.items():
+        for name, target in info.imports.items():
+            chain = _import_chain(infos, target, path)
+            if chain is None:
+                continue
+            shown = " -> ".join(infos[p].loaded.display_path for p in [path, *chain])
+            ctx.error(
+                _import_position(info, name),
+                f"import cycle {shown}: generated modules cannot import each other",
+            )
+
+
+def _import_chain(infos: dict[Path, _FileInfo], start: Path, goal: Path) -> list[Path] | None:
+    """The files from ``start`` to ``goal`` along imports (breadth first), if connected."""
+    previous: dict[Path, Path | None] = {start: None}
+    queue = [start]
+    while queue:
+        current = queue.pop(0)
+        if current == goal:
+            chain = [current]
+            while (before := previous[chain[-1]]) is not None:
+                chain.append(before)
+            return chain[::-1]
+        info = infos.get(current)
+        for target in info.imports.values() if info else ():
+            if target not in previous:
+                previous[target] = current
+                queue.append(target)
+    return None
+
+
+def _import_position(info: _FileInfo, name: str) -> Position:
+    top = info.loaded.root
+    node = top.get("imports") if isinstance(top, Map) else None
+    for item in node.items if isinstance(node, Seq) else ():
+        if isinstance(item, Scalar) and item.value == name:
+            return item.position
+    return _pos_of(info.loaded)
 
 
 def _pos_of(loaded: LoadedFile) -> Position:
@@ -162,8 +211,8 @@ def _read_file(ctx: _Context, path: Path, root: Path) -> _FileInfo | None:
     loaded = load_file(path, display, ctx.diagnostics)
     ctx.files[path] = loaded
     top = loaded.root
-    if top is None:
-        if loaded.text.strip() == "":
+    if top is None:  # no document (maybe only comments), unless the YAML was malformed
+        if not any(d.position.file == display for d in ctx.diagnostics):
             ctx.error(Position(display, 1, 1), "empty schema file")
         return None
     if not isinstance(top, Map):
@@ -178,6 +227,11 @@ def _read_file(ctx: _Context, path: Path, root: Path) -> _FileInfo | None:
         )
     elif module is not None and keyword.iskeyword(module):
         ctx.error(_value_pos(top, "schema"), f"schema name {module!r} is a Python keyword")
+    elif module in RESERVED_SCHEMA_NAMES:
+        ctx.error(
+            _value_pos(top, "schema"),
+            f"schema name {module!r} would shadow a name the generated modules use (_{module})",
+        )
     major = 0
     version = top.get("version")
     if version is None:
@@ -200,6 +254,9 @@ def _read_file(ctx: _Context, path: Path, root: Path) -> _FileInfo | None:
                 target = (path.parent / item.value).resolve()
                 if not target.is_file():
                     ctx.error(item.position, f"imported schema file {item.value!r} not found")
+                    continue
+                if target == path:
+                    ctx.error(item.position, "a schema file cannot import itself")
                     continue
                 imports[item.value] = target
     declared: dict[str, _Declared] = {}
@@ -227,18 +284,26 @@ def _exports(ctx: _Context, top: Map, declared: dict[str, _Declared]) -> tuple[i
     if not isinstance(node, Seq):
         ctx.error(node.position, "'exports' must be a list of import paths ('package.module.Name')")
         return ()
-    found: list[ir.Binding] = []
+    found: dict[str, ir.Binding] = {}
     for item in node.items:
         path = item.value if isinstance(item, Scalar) else None
-        if not isinstance(path, str) or not _BINDING.match(path):
-            ctx.error(item.position, f"malformed export {path!r}: expected 'package.module.Name'")
+        if (
+            not isinstance(path, str)
+            or not _BINDING.match(path)
+            or any(keyword.iskeyword(part) for part in path.split("."))
+        ):
+            shown = repr(path) if isinstance(path, str) else "value"
+            ctx.error(item.position, f"malformed export {shown}: expected 'package.module.Name'")
             continue
         module, _, name = path.rpartition(".")
-        if name in declared or name in RESERVED_TYPE_NAMES or keyword.iskeyword(name):
+        if name in found:
+            ctx.error(item.position, f"export {name!r} is listed twice")
+            continue
+        if name in declared or name in RESERVED_TYPE_NAMES or name.startswith("_"):
             ctx.error(item.position, f"export {name!r} would shadow a type or a generated name")
             continue
-        found.append(ir.Binding(module, name))
-    return tuple(found)
+        found[name] = ir.Binding(module, name)
+    return tuple(found.values())
 
 
 def _declare(ctx: _Context, key: Scalar, body: Node) -> _Declared | None:
@@ -273,6 +338,9 @@ def _check_type_name(ctx: _Context, name: str, position: Position) -> bool:
     if name in RESERVED_TYPE_NAMES:
         ctx.error(position, f"type name {name!r} would shadow a name the generated module uses")
         return False
+    if hasattr(builtins, name):  # generated code calls id(), len(), isinstance(), ...
+        ctx.error(position, f"type name {name!r} would shadow the Python builtin {name!r}")
+        return False
     return True
 
 
@@ -280,7 +348,7 @@ def _check_type_name(ctx: _Context, name: str, position: Position) -> bool:
 
 
 def _unknown_keys(ctx: _Context, node: Map, allowed: tuple[str, ...], what: str) -> None:
-    for key in node.keys():
+    for key, _ in node.entries:
         name = str(key.value)
         if name not in allowed:
             hint = _did_you_mean(name, allowed)
@@ -417,15 +485,34 @@ def _lower_type(ctx: _Context, scope: _Scope, node: Node) -> ir.TypeExpr | None:
 
 
 def _string_start(ctx: _Context, node: Scalar) -> Position:
-    """Where the string's first character is (after an opening quote, if any)."""
-    for loaded in ctx.files.values():
-        if loaded.display_path == node.position.file:
-            lines = loaded.text.splitlines()
-            line = lines[node.position.line - 1] if node.position.line <= len(lines) else ""
-            char = line[node.position.column - 1 : node.position.column]
-            if char in ("'", '"'):
-                return _shift(node.position, 1)
-    return node.position
+    """Where the string's first character is in the file.
+
+    A scalar's mark is where its node starts: at a tag (``!!str``) or an anchor
+    (``&name``) if it has one, at the opening quote of a quoted string, at the ``|``
+    or ``>`` of a block scalar (whose text starts on the next non-blank line).
+    """
+    text = next((f.text for f in ctx.files.values() if f.display_path == node.position.file), "")
+    lines = text.split("\n")
+    number, column = node.position.line, node.position.column - 1
+    if number > len(lines):
+        return node.position
+    line = lines[number - 1]
+    while line[column : column + 1] in ("!", "&"):  # node properties, then spaces
+        while column < len(line) and line[column] not in " \t":
+            column += 1
+        while column < len(line) and line[column] in " \t":
+            column += 1
+    char = line[column : column + 1]
+    if char in ("'", '"'):
+        column += 1
+    elif char in ("|", ">"):
+        for index in range(number, len(lines)):
+            content = lines[index].rstrip("\r")
+            if content.strip():
+                return Position(
+                    node.position.file, index + 1, len(content) - len(content.lstrip()) + 1
+                )
+    return Position(node.position.file, number, column + 1)
 
 
 def _shift(position: Position, offset: int) -> Position:
@@ -482,7 +569,8 @@ def _resolve_generic(
         if isinstance(resolved[0], ir.OptionalOf):
             ctx.error(
                 where,
-                "optional[optional[T]] is ambiguous on the wire (None vs. an empty value); use optional[T]",
+                "optional[optional[T]] is ambiguous on the wire (None vs. an empty value); "
+                "use optional[T]",
             )
             return None
         return ir.OptionalOf(resolved[0])
@@ -602,7 +690,8 @@ def _constraints(ctx: _Context, spec: Map, type_expr: ir.TypeExpr, where: str) -
             if not numeric:
                 ctx.error(
                     node.position,
-                    f"{where}: constraint {name!r} needs an int or float field, not {_describe(type_expr)}",
+                    f"{where}: constraint {name!r} needs an int or float field, "
+                    f"not {_describe(type_expr)}",
                 )
                 continue
             if type(value) not in (int, float):
@@ -615,7 +704,8 @@ def _constraints(ctx: _Context, spec: Map, type_expr: ir.TypeExpr, where: str) -
             if not sized:
                 ctx.error(
                     node.position,
-                    f"{where}: constraint {name!r} needs a str, bytes, list, tuple[T, ...] or dict field, not {_describe(type_expr)}",
+                    f"{where}: constraint {name!r} needs a str, bytes, list, tuple[T, ...] "
+                    f"or dict field, not {_describe(type_expr)}",
                 )
                 continue
             if type(value) is not int or value < 0:
@@ -674,19 +764,39 @@ def _default(
     if problem is not None:
         ctx.error(node.position, f"{where}: default {problem}")
         return ir.NoDefault()
-    value = node.value if isinstance(node, Scalar) else ([] if isinstance(node, Seq) else {})
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        for name, bound in constraints.items():
-            ok = {
-                "ge": lambda v, b: v >= b,
-                "gt": lambda v, b: v > b,
-                "le": lambda v, b: v <= b,
-                "lt": lambda v, b: v < b,
-            }.get(name)
-            if ok is not None and not ok(value, bound):
-                ctx.error(node.position, f"{where}: default {value!r} violates {name}={bound!r}")
-                return ir.NoDefault()
+    value: ir.DefaultValue
+    target = _constraint_target(type_expr)
+    if isinstance(node, Scalar):
+        value = node.value
+        if type(value) is int and target == ir.Builtin("float"):
+            value = float(value)  # `default: 2` of a float field is 2.0, as decoded
+    elif isinstance(node, Seq):  # an empty tuple[T, ...] defaults to (), a list to []
+        value = () if isinstance(target, ir.VarTupleOf) else []
+    else:
+        value = {}
+    for name, bound in constraints.items():
+        if value is None or _satisfies(value, name, bound):
+            continue
+        # The encoder does not check constraints but the decoder does: a default that
+        # breaks one would make messages the decoder rejects.
+        ctx.error(node.position, f"{where}: default {value!r} violates {name}={bound!r}")
+        return ir.NoDefault()
     return ir.Default(value)
+
+
+def _satisfies(value: object, name: str, bound: int | float | str) -> bool:
+    """False when ``value`` breaks the constraint (True when it does not apply)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        checks = {"ge": operator.ge, "gt": operator.gt, "le": operator.le, "lt": operator.lt}
+        return name not in checks or bool(checks[name](value, bound))
+    if isinstance(value, (str, bytes, list, tuple, dict)) and isinstance(bound, int):
+        if name == "min_length":
+            return len(value) >= bound
+        if name == "max_length":
+            return len(value) <= bound
+    if name == "pattern" and isinstance(value, str) and isinstance(bound, str):
+        return re.search(bound, value) is not None
+    return True
 
 
 def _default_problem(node: Node, t: ir.TypeExpr) -> str | None:
@@ -728,7 +838,8 @@ def _lower_union(
     if not isinstance(body, Seq) or not body.items:
         ctx.error(
             body.position,
-            f"union {decl.name!r}: 'union' is a non-empty list of variants ({{tag: ..., type: ...}})",
+            f"union {decl.name!r}: 'union' is a non-empty list of variants "
+            "({tag: ..., type: ...})",
         )
         return None
     variants: list[ir.Variant] = []
@@ -778,7 +889,8 @@ def _lower_union(
                 ctx.error(
                     type_node.position,
                     f"union {decl.name!r}: variant {render_type(type_expr)} and the variant at "
-                    f"{python_kinds[kind]} are both {kind} in Python; the encoder could not tell them apart",
+                    f"{python_kinds[kind]} are both {kind} in Python; "
+                    "the encoder could not tell them apart",
                 )
             python_kinds.setdefault(kind, type_node.position)
         variants.append(ir.Variant(tag, type_expr))
@@ -798,7 +910,10 @@ def _variant_problem(scope: _Scope, t: ir.TypeExpr) -> str | None:
         if found and found[1].kind == "union":
             return f"variant {t.name} is itself a union; list its variants instead"
         if found and found[1].kind == "struct" and t.module != scope.info.module:
-            return f"struct variant {t.module}.{t.name} must be defined in the same schema file (its tag is part of its wire form)"
+            return (
+                f"struct variant {t.module}.{t.name} must be defined in the same schema file "
+                "(its tag is part of its wire form)"
+            )
     return None
 
 
@@ -925,3 +1040,94 @@ def _check_base_cases(
             f"recursive type {key[1]!r} has no base case: every value would contain another one "
             "(make a field optional or a list)",
         )
+
+
+def _check_mapping_cycles(
+    ctx: _Context, modules: list[ir.Module], infos: dict[Path, _FileInfo]
+) -> None:
+    """A mapping may not hold itself through containers and mappings alone.
+
+    Its wire form is a plain ``dict`` type, and msgspec resolves recursion only
+    through Structs: a struct or union has to sit somewhere on the cycle.
+    """
+    mappings = {
+        (m.name, t.name): t for m in modules for t in m.types if isinstance(t, ir.MappingDef)
+    }
+
+    def reached(t: ir.TypeExpr) -> list[tuple[str, str]]:
+        if isinstance(t, ir.Named):
+            return [(t.module, t.name)] if (t.module, t.name) in mappings else []
+        if isinstance(t, (ir.ListOf, ir.VarTupleOf)):
+            return reached(t.item)
+        if isinstance(t, ir.TupleOf):
+            return [k for i in t.items for k in reached(i)]
+        if isinstance(t, ir.DictOf):
+            return reached(t.value)
+        if isinstance(t, ir.OptionalOf):
+            return reached(t.inner)
+        return []
+
+    decl_pos = {
+        (info.module, d.name): d.position for info in infos.values() for d in info.declared.values()
+    }
+    for start in sorted(mappings):
+        stack, seen = list(reached(mappings[start].value)), set()
+        while stack:
+            key = stack.pop()
+            if key == start:
+                ctx.error(
+                    decl_pos[start],
+                    f"mapping {start[1]!r} contains itself through mappings and containers "
+                    "alone; put a struct or union on the cycle (msgspec cannot decode a "
+                    "recursive dict type)",
+                )
+                break
+            if key not in seen:
+                seen.add(key)
+                stack.extend(reached(mappings[key].value))
+
+
+def _check_python_identities(
+    ctx: _Context, modules: list[ir.Module], infos: dict[Path, _FileInfo]
+) -> None:
+    """Two named types of a module may not be the same Python object.
+
+    ``encode(obj, type=T)`` and ``decode(frames, T)`` find a type by its Python object.
+    An unbound union is an alias (``int | str``), equal to any other union of the same
+    variants in any order; a union of one variant is that variant itself; two types bound
+    to one class are that class.
+    """
+    decl_pos = {
+        (info.module, d.name): d.position for info in infos.values() for d in info.declared.values()
+    }
+    for module in modules:
+        by_name = {t.name: t for t in module.types}
+        seen: dict[object, str] = {}
+        for t in module.types:
+            key = _python_identity(module.name, by_name, t)
+            if key in seen:
+                ctx.error(
+                    decl_pos[(module.name, t.name)],
+                    f"type {t.name!r} is the same Python object as {seen[key]!r}, so "
+                    "encode(type=...) and decode(..., type) could not tell them apart "
+                    "(a union is the union of its variants' classes; a one-variant union "
+                    "is its variant)",
+                )
+            seen.setdefault(key, t.name)
+
+
+def _python_identity(module: str, by_name: dict[str, ir.TypeDef], t: ir.TypeDef) -> object:
+    """A key equal for two types exactly when their Python objects are equal."""
+    if t.binding is not None:
+        return ("class", t.binding.module, t.binding.qualname)
+    if not isinstance(t, ir.UnionDef):
+        return ("class", module, t.name)
+    keys: set[object] = set()
+    for v in t.variants:
+        if isinstance(v.type, ir.Named) and v.type.module == module and v.type.name in by_name:
+            keys.add(_python_identity(module, by_name, by_name[v.type.name]))
+        elif isinstance(v.type, ir.Named):
+            keys.add(("imported", v.type.module, v.type.name))
+        else:
+            keys.add(("type", render_type(v.type)))
+    return next(iter(keys)) if len(keys) == 1 else frozenset(keys)

@@ -18,15 +18,17 @@ from typing import Annotated, Any, TypeAlias, TypeVar
 import msgspec
 import torch
 
-from mmcodec.domain.multimodal import BaseMultiModalField
-from mmcodec.domain.multimodal import BatchedField
-from mmcodec.domain.multimodal import FlatField
-from mmcodec.domain.multimodal import MultiModalFieldConfig
-from mmcodec.domain.multimodal import MultiModalFieldElem
-from mmcodec.domain.multimodal import MultiModalKwargsItem
-from mmcodec.domain.multimodal import MultiModalKwargsItems
-from mmcodec.domain.multimodal import NestedTensors
-from mmcodec.domain.multimodal import SharedField
+from mmcodec.domain.multimodal import (
+    BaseMultiModalField,
+    BatchedField,
+    FlatField,
+    MultiModalFieldConfig,
+    MultiModalFieldElem,
+    MultiModalKwargsItem,
+    MultiModalKwargsItems,
+    NestedTensors,
+    SharedField,
+)
 from mmcodec.runtime import builtins as _b
 from mmcodec.runtime import codec as _codec
 from mmcodec.runtime import wire as _wire
@@ -36,9 +38,11 @@ from mmcodec.runtime.tensors import DecodeContext as _DecodeContext
 from mmcodec.runtime.tensors import EncodeContext as _EncodeContext
 
 __all__ = [
+    "DEFAULT_LIMITS",
+    "SCHEMA_MAJOR",
+    "SCHEMA_NAME",
     "BaseMultiModalField",
     "BatchedField",
-    "DEFAULT_LIMITS",
     "DecodeError",
     "EncodeError",
     "FlatField",
@@ -51,8 +55,6 @@ __all__ = [
     "MultiModalKwargsItems",
     "NestedTensors",
     "PlaceholderRange",
-    "SCHEMA_MAJOR",
-    "SCHEMA_NAME",
     "SharedField",
     "decode",
     "decode_bytes",
@@ -62,10 +64,6 @@ __all__ = [
 
 SCHEMA_NAME = "multimodal"
 SCHEMA_MAJOR = 1
-
-
-FlatSlice: TypeAlias = slice | tuple[slice, ...]
-"""One item's part of a concatenated batch: a slice along dim 0, or one slice per dimension when the field concatenates along a later dimension."""
 
 
 class PlaceholderRange(msgspec.Struct, eq=False):
@@ -113,22 +111,15 @@ class MultiModalFeatureSpec(msgspec.Struct, eq=False):
         )
 
 
+FlatSlice: TypeAlias = slice | tuple[slice, ...]
+"""One item's part of a concatenated batch: a slice along dim 0, or one slice per dimension when the field concatenates along a later dimension."""
+
+
 # -- wire types: what travels in the header ---------------------------------------
 
 
 class _BatchedFieldWire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=0):
     keep_on_cpu: bool = False
-
-
-class _FlatSlice_0Wire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=0):
-    value: _wire.SliceWire
-
-
-class _FlatSlice_1Wire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=1):
-    value: tuple[_wire.SliceWire, ...]
-
-
-_FlatSliceWire: TypeAlias = _FlatSlice_0Wire | _FlatSlice_1Wire
 
 
 class _FlatFieldWire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=1):
@@ -142,18 +133,9 @@ class _SharedFieldWire(msgspec.Struct, array_like=True, gc=False, frozen=True, t
     keep_on_cpu: bool = False
 
 
-_BaseMultiModalFieldWire: TypeAlias = _BatchedFieldWire | _FlatFieldWire | _SharedFieldWire
-
-
 class _MultiModalFieldElemWire(msgspec.Struct, array_like=True, gc=False, frozen=True):
     data: _wire.NestedWire | None
     field: _BaseMultiModalFieldWire
-
-
-_MultiModalKwargsItemWire: TypeAlias = dict[str, _MultiModalFieldElemWire]
-
-
-_MultiModalKwargsItemsWire: TypeAlias = dict[str, list[_MultiModalKwargsItemWire | None]]
 
 
 class _PlaceholderRangeWire(msgspec.Struct, array_like=True, gc=False, frozen=True):
@@ -170,18 +152,42 @@ class _MultiModalFeatureSpecWire(msgspec.Struct, array_like=True, gc=False, froz
     mm_hash: str | None = None
 
 
+class _FlatSlice_0Wire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=0):
+    value: _wire.SliceWire
+
+
+class _FlatSlice_1Wire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=1):
+    value: tuple[_wire.SliceWire, ...]
+
+
+_FlatSliceWire: TypeAlias = _FlatSlice_0Wire | _FlatSlice_1Wire | _wire.IntTagRef
+
+
+_BaseMultiModalFieldWire: TypeAlias = (
+    _BatchedFieldWire | _FlatFieldWire | _SharedFieldWire | _wire.IntTagRef
+)
+
+
+_MultiModalKwargsItemWire: TypeAlias = dict[str, _MultiModalFieldElemWire]
+
+
+_MultiModalKwargsItemsWire: TypeAlias = dict[str, list[_MultiModalKwargsItemWire | None]]
+
+
 # -- rebuild functions: domain <-> wire -------------------------------------------
 
 
 def _BatchedField_to_wire(obj: BatchedField, ctx: _EncodeContext) -> _BatchedFieldWire:
+    where = ".keep_on_cpu"  # the field being converted, for the error path
     try:
-        return _BatchedFieldWire(
-            _b.expect_bool(obj.keep_on_cpu, ctx),
-        )
+        v_keep_on_cpu = _b.expect_bool(obj.keep_on_cpu, ctx)
     except EncodeError as e:
-        raise _b.field_failure(e, obj, ctx, _BatchedField_TO_WIRE_FIELDS) from None
-    except AttributeError as e:
+        raise e.at(where) from None
+    except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(f"expected a BatchedField, got {type(obj).__name__} ({e})") from None
+    return _BatchedFieldWire(
+        v_keep_on_cpu,
+    )
 
 
 def _BatchedField_from_wire(wire: _BatchedFieldWire, ctx: _DecodeContext) -> BatchedField:
@@ -189,64 +195,90 @@ def _BatchedField_from_wire(wire: _BatchedFieldWire, ctx: _DecodeContext) -> Bat
         return BatchedField(
             keep_on_cpu=wire.keep_on_cpu,
         )
-    except DecodeError as e:
-        raise _b.field_failure(e, wire, ctx, _BatchedField_FROM_WIRE_FIELDS) from None
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(BatchedField, e) from e
 
 
 def _FlatSlice_to_wire(obj: FlatSlice, ctx: _EncodeContext) -> _FlatSliceWire:
+    # A union value (a field variant, say) is often one object shared by many parents:
+    # it travels once, and later occurrences refer back to it.
+    index = ctx.shared.get(id(obj))
+    if index is not None:
+        return _wire.IntTagRef(index)
+    wire: _FlatSliceWire
     if type(obj) is slice:
-        return _FlatSlice_0Wire(_b.slice_to_wire(obj, ctx))
-    if type(obj) is tuple:
-        return _FlatSlice_1Wire(_tuple_slice_etc_to_wire(obj, ctx))
-    raise EncodeError(f"expected one of slice, tuple[slice, ...], got {type(obj).__name__}")
+        wire = _FlatSlice_0Wire(_b.slice_to_wire(obj, ctx))
+    elif type(obj) is tuple:
+        wire = _FlatSlice_1Wire(_tuple_slice_etc_to_wire(obj, ctx))
+    else:
+        raise EncodeError(f"expected one of slice, tuple[slice, ...], got {type(obj).__name__}")
+    ctx.shared[id(obj)] = len(ctx.shared)
+    return wire
 
 
 def _FlatSlice_from_wire(wire: _FlatSliceWire, ctx: _DecodeContext) -> FlatSlice:
+    if type(wire) is _wire.IntTagRef:
+        return ctx.shared_value(wire.index)  # type: ignore[no-any-return]
+    value: FlatSlice
     if type(wire) is _FlatSlice_0Wire:
-        return _b.slice_from_wire(wire.value, ctx)
-    if type(wire) is _FlatSlice_1Wire:
-        return _tuple_slice_etc_from_wire(wire.value, ctx)
-    raise DecodeError(f"unexpected {type(wire).__name__}")  # msgspec admits no other type
+        value = _b.slice_from_wire(wire.value, ctx)
+    elif type(wire) is _FlatSlice_1Wire:
+        value = _tuple_slice_etc_from_wire(wire.value, ctx)
+    else:  # pragma: no cover - msgspec admits no other type
+        raise DecodeError(f"unexpected {type(wire).__name__}")
+    ctx.shared.append(value)
+    return value
 
 
 def _FlatField_to_wire(obj: FlatField, ctx: _EncodeContext) -> _FlatFieldWire:
+    where = ".slices"  # the field being converted, for the error path
     try:
-        return _FlatFieldWire(
-            _list_FlatSlice_to_wire(obj.slices, ctx),
-            _b.expect_int(obj.dim, ctx),
-            _b.expect_bool(obj.keep_on_cpu, ctx),
-        )
+        v_slices = _list_FlatSlice_to_wire(obj.slices, ctx)
+        where = ".dim"
+        v_dim = _b.expect_int(obj.dim, ctx)
+        where = ".keep_on_cpu"
+        v_keep_on_cpu = _b.expect_bool(obj.keep_on_cpu, ctx)
     except EncodeError as e:
-        raise _b.field_failure(e, obj, ctx, _FlatField_TO_WIRE_FIELDS) from None
-    except AttributeError as e:
+        raise e.at(where) from None
+    except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(f"expected a FlatField, got {type(obj).__name__} ({e})") from None
+    return _FlatFieldWire(
+        v_slices,
+        v_dim,
+        v_keep_on_cpu,
+    )
 
 
 def _FlatField_from_wire(wire: _FlatFieldWire, ctx: _DecodeContext) -> FlatField:
+    where = ".slices"  # the field being converted, for the error path
+    try:
+        v_slices = _list_FlatSlice_from_wire(wire.slices, ctx)
+    except DecodeError as e:
+        raise e.at(where) from None
     try:
         return FlatField(
-            slices=_list_FlatSlice_from_wire(wire.slices, ctx),
+            slices=v_slices,
             dim=wire.dim,
             keep_on_cpu=wire.keep_on_cpu,
         )
-    except DecodeError as e:
-        raise _b.field_failure(e, wire, ctx, _FlatField_FROM_WIRE_FIELDS) from None
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(FlatField, e) from e
 
 
 def _SharedField_to_wire(obj: SharedField, ctx: _EncodeContext) -> _SharedFieldWire:
+    where = ".batch_size"  # the field being converted, for the error path
     try:
-        return _SharedFieldWire(
-            _b.expect_int(obj.batch_size, ctx),
-            _b.expect_bool(obj.keep_on_cpu, ctx),
-        )
+        v_batch_size = _b.expect_int(obj.batch_size, ctx)
+        where = ".keep_on_cpu"
+        v_keep_on_cpu = _b.expect_bool(obj.keep_on_cpu, ctx)
     except EncodeError as e:
-        raise _b.field_failure(e, obj, ctx, _SharedField_TO_WIRE_FIELDS) from None
-    except AttributeError as e:
+        raise e.at(where) from None
+    except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(f"expected a SharedField, got {type(obj).__name__} ({e})") from None
+    return _SharedFieldWire(
+        v_batch_size,
+        v_keep_on_cpu,
+    )
 
 
 def _SharedField_from_wire(wire: _SharedFieldWire, ctx: _DecodeContext) -> SharedField:
@@ -255,8 +287,6 @@ def _SharedField_from_wire(wire: _SharedFieldWire, ctx: _DecodeContext) -> Share
             batch_size=wire.batch_size,
             keep_on_cpu=wire.keep_on_cpu,
         )
-    except DecodeError as e:
-        raise _b.field_failure(e, wire, ctx, _SharedField_FROM_WIRE_FIELDS) from None
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(SharedField, e) from e
 
@@ -264,55 +294,79 @@ def _SharedField_from_wire(wire: _SharedFieldWire, ctx: _DecodeContext) -> Share
 def _BaseMultiModalField_to_wire(
     obj: BaseMultiModalField, ctx: _EncodeContext
 ) -> _BaseMultiModalFieldWire:
+    # A union value (a field variant, say) is often one object shared by many parents:
+    # it travels once, and later occurrences refer back to it.
+    index = ctx.shared.get(id(obj))
+    if index is not None:
+        return _wire.IntTagRef(index)
+    wire: _BaseMultiModalFieldWire
     if isinstance(obj, BatchedField):
-        return _BatchedField_to_wire(obj, ctx)
-    if isinstance(obj, FlatField):
-        return _FlatField_to_wire(obj, ctx)
-    if isinstance(obj, SharedField):
-        return _SharedField_to_wire(obj, ctx)
-    raise EncodeError(
-        f"expected one of BatchedField, FlatField, SharedField, got {type(obj).__name__}"
-    )
+        wire = _BatchedField_to_wire(obj, ctx)
+    elif isinstance(obj, FlatField):
+        wire = _FlatField_to_wire(obj, ctx)
+    elif isinstance(obj, SharedField):
+        wire = _SharedField_to_wire(obj, ctx)
+    else:
+        raise EncodeError(
+            f"expected one of BatchedField, FlatField, SharedField, got {type(obj).__name__}"
+        )
+    ctx.shared[id(obj)] = len(ctx.shared)
+    return wire
 
 
 def _BaseMultiModalField_from_wire(
     wire: _BaseMultiModalFieldWire, ctx: _DecodeContext
 ) -> BaseMultiModalField:
+    if type(wire) is _wire.IntTagRef:
+        return ctx.shared_value(wire.index)  # type: ignore[no-any-return]
+    value: BaseMultiModalField
     if type(wire) is _BatchedFieldWire:
-        return _BatchedField_from_wire(wire, ctx)
-    if type(wire) is _FlatFieldWire:
-        return _FlatField_from_wire(wire, ctx)
-    if type(wire) is _SharedFieldWire:
-        return _SharedField_from_wire(wire, ctx)
-    raise DecodeError(f"unexpected {type(wire).__name__}")  # msgspec admits no other type
+        value = _BatchedField_from_wire(wire, ctx)
+    elif type(wire) is _FlatFieldWire:
+        value = _FlatField_from_wire(wire, ctx)
+    elif type(wire) is _SharedFieldWire:
+        value = _SharedField_from_wire(wire, ctx)
+    else:  # pragma: no cover - msgspec admits no other type
+        raise DecodeError(f"unexpected {type(wire).__name__}")
+    ctx.shared.append(value)
+    return value
 
 
 def _MultiModalFieldElem_to_wire(
     obj: MultiModalFieldElem, ctx: _EncodeContext
 ) -> _MultiModalFieldElemWire:
+    where = ".data"  # the field being converted, for the error path
     try:
-        return _MultiModalFieldElemWire(
-            _optional_nested_tensors_to_wire(obj.data, ctx),
-            _BaseMultiModalField_to_wire(obj.field, ctx),
-        )
+        v_data = None if obj.data is None else _b.nested_tensors_to_wire(obj.data, ctx)
+        where = ".field"
+        v_field = _BaseMultiModalField_to_wire(obj.field, ctx)
     except EncodeError as e:
-        raise _b.field_failure(e, obj, ctx, _MultiModalFieldElem_TO_WIRE_FIELDS) from None
-    except AttributeError as e:
+        raise e.at(where) from None
+    except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(
             f"expected a MultiModalFieldElem, got {type(obj).__name__} ({e})"
         ) from None
+    return _MultiModalFieldElemWire(
+        v_data,
+        v_field,
+    )
 
 
 def _MultiModalFieldElem_from_wire(
     wire: _MultiModalFieldElemWire, ctx: _DecodeContext
 ) -> MultiModalFieldElem:
+    where = ".data"  # the field being converted, for the error path
+    try:
+        v_data = None if wire.data is None else _b.nested_tensors_from_wire(wire.data, ctx)
+        where = ".field"
+        v_field = _BaseMultiModalField_from_wire(wire.field, ctx)
+    except DecodeError as e:
+        raise e.at(where) from None
     try:
         return MultiModalFieldElem(
-            data=_optional_nested_tensors_from_wire(wire.data, ctx),
-            field=_BaseMultiModalField_from_wire(wire.field, ctx),
+            data=v_data,
+            field=v_field,
         )
-    except DecodeError as e:
-        raise _b.field_failure(e, wire, ctx, _MultiModalFieldElem_FROM_WIRE_FIELDS) from None
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(MultiModalFieldElem, e) from e
 
@@ -354,29 +408,38 @@ def _MultiModalKwargsItems_from_wire(
 
 
 def _PlaceholderRange_to_wire(obj: PlaceholderRange, ctx: _EncodeContext) -> _PlaceholderRangeWire:
+    where = ".offset"  # the field being converted, for the error path
     try:
-        return _PlaceholderRangeWire(
-            _b.expect_int(obj.offset, ctx),
-            _b.expect_int(obj.length, ctx),
-            _optional_tensor_to_wire(obj.is_embed, ctx),
-        )
+        v_offset = _b.expect_int(obj.offset, ctx)
+        where = ".length"
+        v_length = _b.expect_int(obj.length, ctx)
+        where = ".is_embed"
+        v_is_embed = None if obj.is_embed is None else _b.tensor_to_wire(obj.is_embed, ctx)
     except EncodeError as e:
-        raise _b.field_failure(e, obj, ctx, _PlaceholderRange_TO_WIRE_FIELDS) from None
-    except AttributeError as e:
+        raise e.at(where) from None
+    except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(f"expected a PlaceholderRange, got {type(obj).__name__} ({e})") from None
+    return _PlaceholderRangeWire(
+        v_offset,
+        v_length,
+        v_is_embed,
+    )
 
 
 def _PlaceholderRange_from_wire(
     wire: _PlaceholderRangeWire, ctx: _DecodeContext
 ) -> PlaceholderRange:
+    where = ".is_embed"  # the field being converted, for the error path
+    try:
+        v_is_embed = None if wire.is_embed is None else _b.tensor_from_wire(wire.is_embed, ctx)
+    except DecodeError as e:
+        raise e.at(where) from None
     try:
         return PlaceholderRange(
             offset=wire.offset,
             length=wire.length,
-            is_embed=_optional_tensor_from_wire(wire.is_embed, ctx),
+            is_embed=v_is_embed,
         )
-    except DecodeError as e:
-        raise _b.field_failure(e, wire, ctx, _PlaceholderRange_FROM_WIRE_FIELDS) from None
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(PlaceholderRange, e) from e
 
@@ -384,133 +447,174 @@ def _PlaceholderRange_from_wire(
 def _MultiModalFeatureSpec_to_wire(
     obj: MultiModalFeatureSpec, ctx: _EncodeContext
 ) -> _MultiModalFeatureSpecWire:
+    where = ".data"  # the field being converted, for the error path
     try:
-        return _MultiModalFeatureSpecWire(
-            _optional_MultiModalKwargsItem_to_wire(obj.data, ctx),
-            _b.expect_str(obj.modality, ctx),
-            _b.expect_str(obj.identifier, ctx),
-            _PlaceholderRange_to_wire(obj.mm_position, ctx),
-            _optional_str_to_wire(obj.mm_hash, ctx),
-        )
+        v_data = None if obj.data is None else _MultiModalKwargsItem_to_wire(obj.data, ctx)
+        where = ".modality"
+        v_modality = _b.expect_str(obj.modality, ctx)
+        where = ".identifier"
+        v_identifier = _b.expect_str(obj.identifier, ctx)
+        where = ".mm_position"
+        v_mm_position = _PlaceholderRange_to_wire(obj.mm_position, ctx)
+        where = ".mm_hash"
+        v_mm_hash = None if obj.mm_hash is None else _b.expect_str(obj.mm_hash, ctx)
     except EncodeError as e:
-        raise _b.field_failure(e, obj, ctx, _MultiModalFeatureSpec_TO_WIRE_FIELDS) from None
-    except AttributeError as e:
+        raise e.at(where) from None
+    except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(
             f"expected a MultiModalFeatureSpec, got {type(obj).__name__} ({e})"
         ) from None
+    return _MultiModalFeatureSpecWire(
+        v_data,
+        v_modality,
+        v_identifier,
+        v_mm_position,
+        v_mm_hash,
+    )
 
 
 def _MultiModalFeatureSpec_from_wire(
     wire: _MultiModalFeatureSpecWire, ctx: _DecodeContext
 ) -> MultiModalFeatureSpec:
+    where = ".data"  # the field being converted, for the error path
+    try:
+        v_data = None if wire.data is None else _MultiModalKwargsItem_from_wire(wire.data, ctx)
+        where = ".mm_position"
+        v_mm_position = _PlaceholderRange_from_wire(wire.mm_position, ctx)
+    except DecodeError as e:
+        raise e.at(where) from None
     try:
         return MultiModalFeatureSpec(
-            data=_optional_MultiModalKwargsItem_from_wire(wire.data, ctx),
+            data=v_data,
             modality=wire.modality,
             identifier=wire.identifier,
-            mm_position=_PlaceholderRange_from_wire(wire.mm_position, ctx),
+            mm_position=v_mm_position,
             mm_hash=wire.mm_hash,
         )
-    except DecodeError as e:
-        raise _b.field_failure(e, wire, ctx, _MultiModalFeatureSpec_FROM_WIRE_FIELDS) from None
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(MultiModalFeatureSpec, e) from e
 
 
 # -- container conversions, one per type expression ---------------------------------
+# Plain loops, so that a failure knows its index without converting anything twice.
 
 
 def _dict_str_MultiModalFieldElem_from_wire(
     value: dict[str, _MultiModalFieldElemWire], ctx: _DecodeContext
 ) -> dict[str, MultiModalFieldElem]:
-    _b.check_count(len(value), ctx)
+    entries = value
+    _b.check_count(len(entries), ctx)
+    out: dict[str, MultiModalFieldElem] = {}
+    key: Any = None
     try:
-        return {k: _MultiModalFieldElem_from_wire(v, ctx) for k, v in value.items()}
+        for key, item in entries.items():
+            out[key] = _MultiModalFieldElem_from_wire(item, ctx)
     except DecodeError as e:
-        raise _b.entry_failure(e, value, ctx, _b.identity, _MultiModalFieldElem_from_wire) from None
+        raise e.at(f"[{key!r}]") from None
+    return out
 
 
 def _dict_str_MultiModalFieldElem_to_wire(
     value: dict[str, MultiModalFieldElem], ctx: _EncodeContext
 ) -> dict[str, _MultiModalFieldElemWire]:
     entries = _b.expect_mapping(value)
+    out: dict[str, _MultiModalFieldElemWire] = {}
+    key: Any = None
+    in_key = False
     try:
-        return {
-            _b.expect_str(k, ctx): _MultiModalFieldElem_to_wire(v, ctx) for k, v in entries.items()
-        }
+        for key, item in entries.items():
+            in_key = True
+            wire_key = _b.expect_str(key, ctx)
+            in_key = False
+            out[wire_key] = _MultiModalFieldElem_to_wire(item, ctx)
     except EncodeError as e:
-        raise _b.entry_failure(
-            e, entries, ctx, _b.expect_str, _MultiModalFieldElem_to_wire
-        ) from None
+        raise e.at(f"[{key!r}] (key)" if in_key else f"[{key!r}]") from None
+    return out
 
 
 def _dict_str_list_optional_MultiModalKwargsItem_from_wire(
     value: dict[str, list[_MultiModalKwargsItemWire | None]], ctx: _DecodeContext
 ) -> dict[str, list[MultiModalKwargsItem | None]]:
-    _b.check_count(len(value), ctx)
+    entries = value
+    _b.check_count(len(entries), ctx)
+    out: dict[str, list[MultiModalKwargsItem | None]] = {}
+    key: Any = None
     try:
-        return {k: _list_optional_MultiModalKwargsItem_from_wire(v, ctx) for k, v in value.items()}
+        for key, item in entries.items():
+            out[key] = _list_optional_MultiModalKwargsItem_from_wire(item, ctx)
     except DecodeError as e:
-        raise _b.entry_failure(
-            e, value, ctx, _b.identity, _list_optional_MultiModalKwargsItem_from_wire
-        ) from None
+        raise e.at(f"[{key!r}]") from None
+    return out
 
 
 def _dict_str_list_optional_MultiModalKwargsItem_to_wire(
     value: dict[str, list[MultiModalKwargsItem | None]], ctx: _EncodeContext
 ) -> dict[str, list[_MultiModalKwargsItemWire | None]]:
     entries = _b.expect_mapping(value)
+    out: dict[str, list[_MultiModalKwargsItemWire | None]] = {}
+    key: Any = None
+    in_key = False
     try:
-        return {
-            _b.expect_str(k, ctx): _list_optional_MultiModalKwargsItem_to_wire(v, ctx)
-            for k, v in entries.items()
-        }
+        for key, item in entries.items():
+            in_key = True
+            wire_key = _b.expect_str(key, ctx)
+            in_key = False
+            out[wire_key] = _list_optional_MultiModalKwargsItem_to_wire(item, ctx)
     except EncodeError as e:
-        raise _b.entry_failure(
-            e, entries, ctx, _b.expect_str, _list_optional_MultiModalKwargsItem_to_wire
-        ) from None
+        raise e.at(f"[{key!r}] (key)" if in_key else f"[{key!r}]") from None
+    return out
 
 
 def _list_FlatSlice_from_wire(value: list[_FlatSliceWire], ctx: _DecodeContext) -> list[FlatSlice]:
-    _b.check_count(len(value), ctx)
+    items = value
+    _b.check_count(len(items), ctx)
+    out: list[FlatSlice] = []
     try:
-        return [_FlatSlice_from_wire(item, ctx) for item in value]
+        for item in items:
+            out.append(_FlatSlice_from_wire(item, ctx))
     except DecodeError as e:
-        raise _b.locate_failure(_FlatSlice_from_wire, value, ctx, error=e) from None
+        raise e.at(f"[{len(out)}]") from None
+    return out
 
 
 def _list_FlatSlice_to_wire(
     value: Sequence[FlatSlice], ctx: _EncodeContext
 ) -> list[_FlatSliceWire]:
     items = _b.expect_sequence(value, "a list")
+    out: list[_FlatSliceWire] = []
     try:
-        return [_FlatSlice_to_wire(item, ctx) for item in items]
+        for item in items:
+            out.append(_FlatSlice_to_wire(item, ctx))
     except EncodeError as e:
-        raise _b.locate_failure(_FlatSlice_to_wire, items, ctx, error=e) from None
+        raise e.at(f"[{len(out)}]") from None
+    return out
 
 
 def _list_optional_MultiModalKwargsItem_from_wire(
     value: list[_MultiModalKwargsItemWire | None], ctx: _DecodeContext
 ) -> list[MultiModalKwargsItem | None]:
-    _b.check_count(len(value), ctx)
+    items = value
+    _b.check_count(len(items), ctx)
+    out: list[MultiModalKwargsItem | None] = []
     try:
-        return [_optional_MultiModalKwargsItem_from_wire(item, ctx) for item in value]
+        for item in items:
+            out.append(_optional_MultiModalKwargsItem_from_wire(item, ctx))
     except DecodeError as e:
-        raise _b.locate_failure(
-            _optional_MultiModalKwargsItem_from_wire, value, ctx, error=e
-        ) from None
+        raise e.at(f"[{len(out)}]") from None
+    return out
 
 
 def _list_optional_MultiModalKwargsItem_to_wire(
     value: Sequence[MultiModalKwargsItem | None], ctx: _EncodeContext
 ) -> list[_MultiModalKwargsItemWire | None]:
     items = _b.expect_sequence(value, "a list")
+    out: list[_MultiModalKwargsItemWire | None] = []
     try:
-        return [_optional_MultiModalKwargsItem_to_wire(item, ctx) for item in items]
+        for item in items:
+            out.append(_optional_MultiModalKwargsItem_to_wire(item, ctx))
     except EncodeError as e:
-        raise _b.locate_failure(
-            _optional_MultiModalKwargsItem_to_wire, items, ctx, error=e
-        ) from None
+        raise e.at(f"[{len(out)}]") from None
+    return out
 
 
 def _optional_MultiModalKwargsItem_from_wire(
@@ -556,70 +660,28 @@ def _optional_tensor_to_wire(
 def _tuple_slice_etc_from_wire(
     value: tuple[_wire.SliceWire, ...], ctx: _DecodeContext
 ) -> tuple[slice, ...]:
-    _b.check_count(len(value), ctx)
+    items = value
+    _b.check_count(len(items), ctx)
+    out: list[slice] = []
     try:
-        return tuple([_b.slice_from_wire(item, ctx) for item in value])
+        for item in items:
+            out.append(_b.slice_from_wire(item, ctx))
     except DecodeError as e:
-        raise _b.locate_failure(_b.slice_from_wire, value, ctx, error=e) from None
+        raise e.at(f"[{len(out)}]") from None
+    return tuple(out)
 
 
 def _tuple_slice_etc_to_wire(
     value: tuple[slice, ...], ctx: _EncodeContext
 ) -> tuple[_wire.SliceWire, ...]:
     items = _b.expect_sequence(value, "a tuple")
+    out: list[_wire.SliceWire] = []
     try:
-        return tuple([_b.slice_to_wire(item, ctx) for item in items])
+        for item in items:
+            out.append(_b.slice_to_wire(item, ctx))
     except EncodeError as e:
-        raise _b.locate_failure(_b.slice_to_wire, items, ctx, error=e) from None
-
-
-# -- field tables: which conversion each field uses, read only to locate an error ----
-
-_BatchedField_TO_WIRE_FIELDS: tuple[tuple[str, Any], ...] = (("keep_on_cpu", _b.expect_bool),)
-_BatchedField_FROM_WIRE_FIELDS: tuple[tuple[str, Any], ...] = ()
-
-_FlatField_TO_WIRE_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("slices", _list_FlatSlice_to_wire),
-    ("dim", _b.expect_int),
-    ("keep_on_cpu", _b.expect_bool),
-)
-_FlatField_FROM_WIRE_FIELDS: tuple[tuple[str, Any], ...] = (("slices", _list_FlatSlice_from_wire),)
-
-_SharedField_TO_WIRE_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("batch_size", _b.expect_int),
-    ("keep_on_cpu", _b.expect_bool),
-)
-_SharedField_FROM_WIRE_FIELDS: tuple[tuple[str, Any], ...] = ()
-
-_MultiModalFieldElem_TO_WIRE_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("data", _optional_nested_tensors_to_wire),
-    ("field", _BaseMultiModalField_to_wire),
-)
-_MultiModalFieldElem_FROM_WIRE_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("data", _optional_nested_tensors_from_wire),
-    ("field", _BaseMultiModalField_from_wire),
-)
-
-_PlaceholderRange_TO_WIRE_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("offset", _b.expect_int),
-    ("length", _b.expect_int),
-    ("is_embed", _optional_tensor_to_wire),
-)
-_PlaceholderRange_FROM_WIRE_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("is_embed", _optional_tensor_from_wire),
-)
-
-_MultiModalFeatureSpec_TO_WIRE_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("data", _optional_MultiModalKwargsItem_to_wire),
-    ("modality", _b.expect_str),
-    ("identifier", _b.expect_str),
-    ("mm_position", _PlaceholderRange_to_wire),
-    ("mm_hash", _optional_str_to_wire),
-)
-_MultiModalFeatureSpec_FROM_WIRE_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("data", _optional_MultiModalKwargsItem_from_wire),
-    ("mm_position", _PlaceholderRange_from_wire),
-)
+        raise e.at(f"[{len(out)}]") from None
+    return tuple(out)
 
 
 # -- public API ---------------------------------------------------------------------

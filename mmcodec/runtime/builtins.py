@@ -7,7 +7,7 @@ second walk sees the same failure).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -24,18 +24,6 @@ _Ctx = TypeVar("_Ctx", EncodeContext, DecodeContext)
 _Err = TypeVar("_Err", bound=CodecError)
 
 
-def locate_failure(
-    convert: Callable[..., Any], items: Sequence[Any], *args: Any, error: _Err
-) -> _Err:
-    """Find which element of ``items`` made ``convert`` fail and add ``[i]`` to the path."""
-    for index, item in enumerate(items):
-        try:
-            convert(item, *args)
-        except CodecError as again:
-            return again.at(f"[{index}]")  # type: ignore[return-value]
-    return error
-
-
 def nested_tensors_to_wire(value: NestedTensors, ctx: EncodeContext, depth: int = 0) -> NestedWire:
     if isinstance(value, torch.Tensor):
         return ctx.ref(value)
@@ -43,13 +31,17 @@ def nested_tensors_to_wire(value: NestedTensors, ctx: EncodeContext, depth: int 
     if kind is list or kind is tuple:
         if depth >= ctx.max_depth:
             raise EncodeError(f"nested tensors deeper than {ctx.max_depth} levels")
+        # A loop, not a comprehension + locate_failure: re-walking a failed child at
+        # every level would cost 2**depth (a hang at the depth limit).
+        items: list[NestedWire] = []
         try:
-            items = [nested_tensors_to_wire(item, ctx, depth + 1) for item in value]
+            for item in value:
+                items.append(nested_tensors_to_wire(item, ctx, depth + 1))
         except EncodeError as e:
-            raise locate_failure(nested_tensors_to_wire, value, ctx, depth + 1, error=e) from None
+            raise e.at(f"[{len(items)}]") from None
         return ListNode(items) if kind is list else TupleNode(items)
     if kind is int:
-        return IntLeaf(value)
+        return IntLeaf(check_int64(value))
     if kind is float:
         return value  # type: ignore[no-any-return]
     raise EncodeError(f"{kind.__name__} is not a nested tensor (tensor, int, float, list or tuple)")
@@ -68,10 +60,12 @@ def nested_tensors_from_wire(node: NestedWire, ctx: DecodeContext, depth: int = 
         raise DecodeError(f"nested tensors deeper than {ctx.limits.max_depth} levels")
     if len(items) > ctx.limits.max_elements:
         raise DecodeError(f"{len(items)} elements exceed the limit of {ctx.limits.max_elements}")
+    values: list[NestedTensors] = []  # a loop: see nested_tensors_to_wire
     try:
-        values = [nested_tensors_from_wire(item, ctx, depth + 1) for item in items]
+        for item in items:
+            values.append(nested_tensors_from_wire(item, ctx, depth + 1))
     except DecodeError as e:
-        raise locate_failure(nested_tensors_from_wire, items, ctx, depth + 1, error=e) from None
+        raise e.at(f"[{len(values)}]") from None
     return values if kind is ListNode else tuple(values)
 
 
@@ -88,8 +82,10 @@ def slice_to_wire(value: slice, ctx: EncodeContext) -> SliceWire:
         raise EncodeError(f"expected a slice, got {type(value).__name__}")
     start, stop, step = value.start, value.stop, value.step
     for bound in (start, stop, step):
-        if bound is not None and type(bound) is not int:
-            raise EncodeError(f"slice bounds must be int or None, got {type(bound).__name__}")
+        if bound is not None:
+            if type(bound) is not int:
+                raise EncodeError(f"slice bounds must be int or None, got {type(bound).__name__}")
+            check_int64(bound)
     return SliceWire(start, stop, step)
 
 
@@ -110,15 +106,28 @@ def _expected(what: str, value: object) -> EncodeError:
     return EncodeError(f"expected {what}, got {type(value).__name__}")
 
 
+_INT_MIN = -(1 << 63)
+_INT_END = 1 << 64
+
+
+def check_int64(value: int) -> int:
+    """msgpack ints are int64 or uint64: fail here, with a path, not in the header encoder."""
+    if _INT_MIN <= value < _INT_END:
+        return value
+    raise EncodeError(f"int {value} does not fit in 64 bits (int64 or uint64)")
+
+
 def expect_int(value: object, ctx: EncodeContext) -> int:
     if type(value) is int:
-        return value
+        return check_int64(value)
     raise _expected("an int", value)
 
 
 def expect_float(value: object, ctx: EncodeContext) -> float:
-    if type(value) is float or type(value) is int:
+    if type(value) is float:
         return value
+    if type(value) is int:
+        return check_int64(value)
     raise _expected("a float", value)
 
 
@@ -159,42 +168,6 @@ def expect_length(value: Sequence[Any], length: int) -> Sequence[Any]:
     return value
 
 
-def field_failure(
-    error: _Err, source: object, ctx: Any, fields: tuple[tuple[str, Callable[..., Any]], ...]
-) -> _Err:
-    """Find which field's conversion fails and add ``.name`` to the path."""
-    for name, convert in fields:
-        try:
-            convert(getattr(source, name), ctx)
-        except CodecError as again:
-            return again.at(f".{name}")  # type: ignore[return-value]
-        except AttributeError:
-            return EncodeError(f"{type(source).__name__} has no attribute {name!r}").at(  # type: ignore[return-value]
-                f".{name}"
-            )
-    return error
-
-
-def entry_failure(
-    error: _Err,
-    items: Any,
-    ctx: Any,
-    convert_key: Callable[..., Any],
-    convert_value: Callable[..., Any],
-) -> _Err:
-    """Find which mapping entry fails and add ``['key']`` to the path."""
-    for key, value in items.items():
-        try:
-            convert_key(key, ctx)
-        except CodecError as again:
-            return again.at(f"[{key!r}] (key)")  # type: ignore[return-value]
-        try:
-            convert_value(value, ctx)
-        except CodecError as again:
-            return again.at(f"[{key!r}]")  # type: ignore[return-value]
-    return error
-
-
 def construct_failure(cls: type, error: Exception) -> DecodeError:
     return DecodeError(
         f"{cls.__name__} rejected the decoded values ({type(error).__name__}: {error})"
@@ -205,23 +178,11 @@ def identity(value: Any, ctx: Any) -> Any:
     return value
 
 
-def tuple_failure(
-    error: _Err, items: Sequence[Any], ctx: Any, converts: tuple[Callable[..., Any], ...]
-) -> _Err:
-    """Find which position of a fixed-length tuple fails and add ``[i]`` to the path."""
-    for index, (item, convert) in enumerate(zip(items, converts, strict=False)):
-        try:
-            convert(item, ctx)
-        except CodecError as again:
-            return again.at(f"[{index}]")  # type: ignore[return-value]
-    return error
-
-
 __all__ = [
     "NestedTensors",
     "check_count",
+    "check_int64",
     "construct_failure",
-    "entry_failure",
     "expect_bool",
     "expect_bytes",
     "expect_float",
@@ -230,15 +191,12 @@ __all__ = [
     "expect_mapping",
     "expect_sequence",
     "expect_str",
-    "field_failure",
     "identity",
-    "locate_failure",
     "nested_tensors_from_wire",
     "nested_tensors_to_wire",
     "slice_from_wire",
     "slice_to_wire",
     "tensor_from_wire",
     "tensor_to_wire",
-    "tuple_failure",
     "values_equal",
 ]

@@ -16,14 +16,16 @@ import msgspec
 from mmcodec.runtime import framing
 from mmcodec.runtime.errors import CodecError, DecodeError, EncodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
-from mmcodec.runtime.paths import describe_validation_error
+from mmcodec.runtime.paths import locate_validation_error
 from mmcodec.runtime.tensors import (
     DEFAULT_INLINE_THRESHOLD,
     DecodeContext,
     DiagnoseContext,
     EncodeContext,
     Frame,
+    LocateContext,
     RunError,
+    TensorEncodeError,
     build_tensors,
     plan_payloads,
 )
@@ -88,6 +90,10 @@ class SchemaCodec:
         try:
             body = named.to_wire(obj, ctx)
             runs, refs, frames = plan_payloads(ctx.tensors, inline_threshold)
+        except TensorEncodeError as e:
+            # Rebuild once more, failing at the bad tensor, to name the value that holds it.
+            named.to_wire(obj, LocateContext(e, max_depth))
+            raise EncodeError(e.message) from None  # pragma: no cover - the rebuild raised
         except RecursionError:
             raise EncodeError("value nested too deeply to encode") from None
         envelope = _EnvelopeOut(
@@ -141,7 +147,8 @@ class SchemaCodec:
         except CodecError as e:  # pragma: no cover - rebuild code raises DecodeError only
             raise DecodeError(e.message) from None
         except Exception as e:  # the contract: nothing but DecodeError escapes
-            raise DecodeError(f"rejected ({type(e).__name__}: {e})") from e
+            # e.__class__, not type(e): the parameter ``type`` shadows the builtin here.
+            raise DecodeError(f"rejected ({e.__class__.__name__}: {e})") from e
 
     def decode_bytes(
         self,
@@ -156,7 +163,7 @@ class SchemaCodec:
         except DecodeError:
             raise
         except Exception as e:
-            raise DecodeError(f"rejected buffer ({type(e).__name__}: {e})") from e
+            raise DecodeError(f"rejected buffer ({e.__class__.__name__}: {e})") from e
         return self.decode(frames, type, copy=copy, limits=limits)
 
     def _decode_views(
@@ -165,20 +172,19 @@ class SchemaCodec:
         header = views[0]
         try:
             head = _HEAD_DECODER.decode(header)
-        except msgspec.DecodeError as e:
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:  # the latter: a str not UTF-8
             raise DecodeError(f"frame 0 is not an mmcodec header ({e})") from None
         self._check_head(head, named)
         try:
             envelope = _ENVELOPE_DECODER.decode(header)
-        except msgspec.DecodeError as e:
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:
             raise DecodeError(f"malformed envelope: {e}") from None
         try:
             body = named.decoder.decode(envelope.body)
         except msgspec.ValidationError as e:
-            raise DecodeError(
-                describe_validation_error(str(e), named.wire_type, envelope.body)
-            ) from None
-        except msgspec.DecodeError as e:
+            path, message = locate_validation_error(str(e), named.wire_type, envelope.body)
+            raise DecodeError(message, path.removeprefix("$")) from None
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:
             raise DecodeError(f"malformed message body: {e}") from None
         try:
             tensors = build_tensors(envelope.tensors, envelope.refs, views, limits, copy)

@@ -48,9 +48,9 @@ def as_byte_views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:
             raise DecodeError(
                 f"frame {number} is a {type(frame).__name__}, not a bytes-like object"
             ) from None
+        if not view.c_contiguous:  # a strided 1-D byte view too
+            raise DecodeError(f"frame {number} is not contiguous memory")
         if view.format != "B" or view.ndim != 1:
-            if not view.c_contiguous:
-                raise DecodeError(f"frame {number} is not contiguous memory")
             view = view.cast("B")
         total += view.nbytes
         views.append(view)
@@ -85,9 +85,9 @@ def split(buffer: Any, limits: Limits) -> list[memoryview]:
         view = memoryview(buffer)
     except TypeError:
         raise DecodeError(f"expected a bytes-like buffer, got {type(buffer).__name__}") from None
+    if not view.c_contiguous:  # a strided 1-D byte view too
+        raise DecodeError("buffer is not contiguous memory")
     if view.format != "B" or view.ndim != 1:
-        if not view.c_contiguous:
-            raise DecodeError("buffer is not contiguous memory")
         view = view.cast("B")
     size = view.nbytes
     if size > limits.max_total_bytes:

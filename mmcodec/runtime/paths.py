@@ -18,9 +18,15 @@ _SEGMENT = re.compile(r"\[(\d+|\.\.\.)\]|\.(\w+)")
 
 def describe_validation_error(text: str, wire_type: Any, raw: Any) -> str:
     """``"<schema path>: <msgspec's message>"`` for a ValidationError raised on ``raw``."""
+    path, message = locate_validation_error(text, wire_type, raw)
+    return f"{path}: {message}"
+
+
+def locate_validation_error(text: str, wire_type: Any, raw: Any) -> tuple[str, str]:
+    """``(schema path, msgspec's message)`` for a ValidationError raised on ``raw``."""
     match = _AT.match(text)
     if match is None:
-        return f"$: {text}"
+        return "$", text
     message, wire_path = match["message"], match["path"]
     try:
         value = msgspec.msgpack.decode(raw)
@@ -28,8 +34,8 @@ def describe_validation_error(text: str, wire_type: Any, raw: Any) -> str:
     except Exception:  # a best effort: fall back to the wire path
         path = None
     if path is None:
-        return f"{wire_path} (wire path): {message}"
-    return f"{path}: {message}"
+        return f"{wire_path} (wire path)", message
+    return path, message
 
 
 def _translate(info: mi.Type, value: Any, segments: list[tuple[str, str]]) -> str | None:

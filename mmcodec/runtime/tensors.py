@@ -47,6 +47,9 @@ def _prime_readonly_warning() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.from_numpy(np.frombuffer(b"\0" * 8, dtype=np.uint8))
+        # Likewise torch warns once when it first allocates a complex32 tensor, which
+        # the encoder does when it makes a non-contiguous complex32 tensor contiguous.
+        torch.empty(0, dtype=torch.complex32)
 
 
 _prime_readonly_warning()
@@ -55,12 +58,15 @@ _prime_readonly_warning()
 class EncodeContext:
     """Per-call encoder state: the tensors referenced so far, deduplicated by identity."""
 
-    __slots__ = ("_ids", "max_depth", "tensors")
+    __slots__ = ("_ids", "max_depth", "shared", "tensors")
 
     def __init__(self, max_depth: int) -> None:
         self.tensors: list[torch.Tensor] = []
         self._ids: dict[int, int] = {}
         self.max_depth = max_depth
+        self.shared: dict[int, int] = {}
+        """id(union value) -> its index among union values sent so far. Ids are stable:
+        the object being encoded keeps every value it reaches alive during the call."""
 
     def ref(self, value: object) -> int:
         """Register a tensor and return its reference (the same one for the same object)."""
@@ -74,8 +80,37 @@ class EncodeContext:
         return ref
 
 
+class TensorEncodeError(EncodeError):
+    """The planner rejected tensor ``ref``; the codec re-runs the rebuild to find its path."""
+
+    def __init__(self, message: str, ref: int) -> None:
+        super().__init__(message)
+        self.ref = ref
+
+
+class LocateContext(EncodeContext):
+    """Re-runs an encode and fails where tensor ``error.ref`` is first referenced.
+
+    Rebuilding registers tensors in the same order every time, so the bad tensor gets
+    the same reference number, and the rebuild's error handling adds its path.
+    """
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: TensorEncodeError, max_depth: int) -> None:
+        super().__init__(max_depth)
+        self.error = error
+
+    def ref(self, value: object) -> int:
+        if id(value) not in self._ids and len(self.tensors) == self.error.ref:
+            raise EncodeError(self.error.message)
+        return super().ref(value)
+
+
 def _normalize(t: torch.Tensor) -> tuple[torch.Tensor, DtypeInfo]:
     """Make a tensor a contiguous CPU strided tensor with a wire dtype, or explain why not."""
+    if t.is_nested:  # torch.nested, whose default layout claims to be strided
+        raise EncodeError("nested tensors (torch.nested) are not supported; send a list of tensors")
     if t.layout is not _STRIDED:
         raise EncodeError(f"{t.layout} tensors are not supported; convert to dense first")
     if t.is_quantized:
@@ -94,114 +129,165 @@ def _normalize(t: torch.Tensor) -> tuple[torch.Tensor, DtypeInfo]:
     return t, info
 
 
-class _Placed:
-    """One distinct tensor as the planner sees it."""
-
-    __slots__ = ("info", "nbytes", "ref", "shape", "start", "tensor")
-
-    def __init__(
-        self, ref: int, tensor: torch.Tensor, info: DtypeInfo, start: int, nbytes: int
-    ) -> None:
-        self.ref = ref
-        self.tensor = tensor
-        self.info = info
-        self.start = start
-        self.nbytes = nbytes
-        self.shape = tuple(tensor.shape)
-
-
 def plan_payloads(
     tensors: Sequence[torch.Tensor], inline_threshold: int
 ) -> tuple[list[TensorRun], list[int], list[Frame]]:
-    """Lay tensors out as runs and frames. Returns (runs, refs, frames after the header)."""
-    # Group by (storage, dtype, shape): candidates for one run.
-    groups: dict[tuple[Any, ...], list[_Placed]] = {}
-    storages: dict[tuple[int, int], torch.Tensor] = {}
+    """Lay tensors out as runs and frames. Returns (runs, refs, frames after the header).
+
+    This runs once per distinct tensor, so it reads each tensor's metadata once and
+    keeps per-tensor work to plain tuples (torch attribute reads cost ~50 ns each).
+    """
+    # 1. Group by (storage address, dtype): the candidates for runs.
+    groups: dict[tuple[int, str], list[tuple[int, int, torch.Tensor, torch.Size]]] = {}
     for ref, t in enumerate(tensors):
         info = BY_TORCH.get(t.dtype)
-        if (
-            info is None
-            or t.layout is not _STRIDED
-            or not t.is_cpu
-            or t.requires_grad
-            or not t.is_contiguous()
-        ):
+        try:
+            plain = info is not None and t.is_cpu and not t.is_nested and t.is_contiguous()
+            # Sparse layouts raise here; _normalize explains what is wrong with them.
+            base = t.untyped_storage().data_ptr() if plain else 0
+        except (RuntimeError, NotImplementedError):
+            plain = False
+        if not plain:
             try:
                 t, info = _normalize(t)
             except EncodeError as e:
-                raise e.at(f"<tensor {ref}>") from None
-        storage = t.untyped_storage()
-        base = storage.data_ptr()
-        storage_key = (base, storage.nbytes())
-        storages.setdefault(storage_key, t)
-        nbytes = t.numel() * info.itemsize
-        start = t.data_ptr() - base if nbytes else 0
-        placed = _Placed(ref, t, info, start, nbytes)
-        groups.setdefault((storage_key, info.name, placed.shape), []).append(placed)
+                raise TensorEncodeError(e.message, ref) from None
+            base = t.untyped_storage().data_ptr()
+        start = t.data_ptr() - base
+        key = (base, info.name)  # type: ignore[union-attr]
+        members = groups.get(key)
+        if members is None:
+            groups[key] = [(start, ref, t, t.shape)]
+        else:
+            members.append((start, ref, t, t.shape))
 
-    # Split each group into runs of back-to-back tensors; equal placement = one tensor.
-    runs_by_storage: dict[tuple[int, int], list[list[_Placed]]] = {}
-    ordered_runs: list[list[_Placed]] = []
-    position_of_ref = [0] * len(tensors)
-    for (storage_key, _, _), members in groups.items():
-        members.sort(key=lambda p: p.start)
-        run: list[_Placed] = []
-        for p in members:
-            if run and p.start == run[-1].start:  # the same bytes, another tensor object
-                position_of_ref[p.ref] = -1 - run[-1].ref  # resolved below
+    # 2. Split each group into runs of back-to-back tensors; equal placement = one tensor.
+    runs: list[_Run] = []
+    alias: dict[int, int] = {}  # ref -> ref of the tensor with the same bytes and layout
+    for (address, name), members in groups.items():
+        members.sort(key=_by_start)
+        info = BY_NAME[name]
+        run = _Run(address, info, members[0])
+        for member in members[1:]:
+            if member[3] != run.shape:
+                runs.append(run)
+                run = _Run(address, info, member)
                 continue
-            if run and (p.nbytes == 0 or p.start != run[-1].start + run[-1].nbytes):
-                ordered_runs.append(run)
-                runs_by_storage.setdefault(storage_key, []).append(run)
-                run = []
-            run.append(p)
-        ordered_runs.append(run)
-        runs_by_storage.setdefault(storage_key, []).append(run)
+            last_start = run.members[-1][0]
+            if member[0] == last_start or not run.nbytes:  # the same bytes, or empty
+                alias[member[1]] = run.members[-1][1]
+            elif member[0] == last_start + run.nbytes:
+                run.members.append(member)
+            else:
+                runs.append(run)
+                run = _Run(address, info, member)
+        runs.append(run)
 
-    # Number tensors in run order, so that the decoder can build them run by run.
+    # 3. Number tensors in run order, so that the decoder can build them run by run.
+    position_of_ref = [0] * len(tensors)
     position = 0
-    for run in ordered_runs:
-        for p in run:
-            position_of_ref[p.ref] = position
+    for run in runs:
+        for _, ref, _, _ in run.members:
+            position_of_ref[ref] = position
             position += 1
-    for ref, pos in enumerate(position_of_ref):
-        if pos < 0:
-            position_of_ref[ref] = position_of_ref[-1 - pos]
+    for ref, same in alias.items():
+        position_of_ref[ref] = position_of_ref[same]
 
-    # One frame per contiguous byte range of a storage; small ranges go inline.
-    placement: dict[int, tuple[int | memoryview, int]] = {}  # id(run) -> (data, offset)
+    # 4. One frame per contiguous byte range of a storage; small ranges go inline.
     frames: list[Frame] = []
-    for storage_key, storage_runs in runs_by_storage.items():
-        owner = storages[storage_key]
-        spans = sorted(
-            ((r[0].start, r[-1].start + r[-1].nbytes, r) for r in storage_runs),
-            key=lambda s: s[0],
-        )
-        merged: list[tuple[int, int, list[list[_Placed]]]] = []
-        for start, end, r in spans:
-            if merged and start <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], end), [*merged[-1][2], r])
+    by_storage: dict[int, list[_Run]] = {}
+    for run in runs:
+        by_storage.setdefault(run.address, []).append(run)
+    for storage_runs in by_storage.values():
+        storage_runs.sort(key=_run_start)
+        region = [storage_runs[0]]
+        end = storage_runs[0].end
+        for run in storage_runs[1:]:
+            if run.start <= end:  # overlapping or touching: the same region
+                region.append(run)
+                end = max(end, run.end)
             else:
-                merged.append((start, end, [r]))
-        for start, end, members_runs in merged:
-            region = _byte_view(owner, start, end - start)
-            if end - start < inline_threshold:
-                for r in members_runs:
-                    a = r[0].start - start
-                    b = r[-1].start + r[-1].nbytes - start
-                    placement[id(r)] = (memoryview(region[a:b].tobytes()), 0)
-            else:
-                frames.append(memoryview(region))  # type: ignore[arg-type]
-                for r in members_runs:
-                    placement[id(r)] = (len(frames), r[0].start - start)
+                _place_region(region, inline_threshold, frames)
+                region, end = [run], run.end
+        _place_region(region, inline_threshold, frames)
 
-    wire_runs = []
-    for r in ordered_runs:
-        data, offset = placement[id(r)]
-        first = r[0]
-        wire_runs.append(TensorRun(first.info.name, list(first.shape), data, offset, len(r)))
+    wire_runs = [
+        TensorRun(run.info.name, list(run.shape), run.data, run.offset, len(run.members))
+        for run in runs
+    ]
     identity = all(pos == ref for ref, pos in enumerate(position_of_ref))
     return wire_runs, [] if identity else position_of_ref, frames
+
+
+class _Run:
+    """Back-to-back tensors of one storage, dtype and shape: one ``TensorRun``."""
+
+    __slots__ = ("address", "data", "info", "members", "nbytes", "offset", "shape")
+
+    def __init__(
+        self, address: int, info: DtypeInfo, first: tuple[int, int, torch.Tensor, torch.Size]
+    ) -> None:
+        self.address = address
+        self.info = info
+        self.shape = first[3]
+        self.nbytes = info.itemsize * _numel(self.shape)
+        """Bytes of one tensor of the run."""
+        self.members = [first]
+        self.data: int | memoryview = 0
+        self.offset = 0
+
+    @property
+    def start(self) -> int:
+        return self.members[0][0]
+
+    @property
+    def end(self) -> int:
+        return self.start + self.nbytes * len(self.members)
+
+
+def _by_start(member: tuple[int, int, torch.Tensor, torch.Size]) -> int:
+    return member[0]
+
+
+def _run_start(run: _Run) -> int:
+    return run.start
+
+
+def _numel(shape: torch.Size) -> int:
+    n = 1
+    for dim in shape:
+        n *= dim
+    return n
+
+
+def _place_region(region: list[_Run], inline_threshold: int, frames: list[Frame]) -> None:
+    """Make one storage region a frame (or inline it) and point its runs into it."""
+    start = region[0].start
+    end = max(run.end for run in region)
+    if end == start:  # only empty tensors
+        for run in region:
+            run.data = memoryview(b"")
+            run.offset = 0
+        return
+    owner = _owner(region, end)
+    view = _byte_view(owner, start, end - start)
+    if end - start < inline_threshold:
+        for run in region:
+            run.data = memoryview(view[run.start - start : run.end - start].tobytes())
+        return
+    frames.append(memoryview(view))  # type: ignore[arg-type]
+    for run in region:
+        run.data = len(frames)
+        run.offset = run.start - start
+
+
+def _owner(region: list[_Run], end: int) -> torch.Tensor:
+    """A tensor whose storage holds all of the region (storages can share an address)."""
+    for run in region:
+        for _, _, tensor, _ in run.members:
+            if tensor.untyped_storage().nbytes() >= end:
+                return tensor
+    raise EncodeError("tensors share memory in a way the encoder cannot lay out")
 
 
 def _byte_view(owner: torch.Tensor, start: int, length: int) -> np.ndarray[Any, Any]:
@@ -217,11 +303,19 @@ def _byte_view(owner: torch.Tensor, start: int, length: int) -> np.ndarray[Any, 
 class DecodeContext:
     """Per-call decoder state: the message's tensors and the caller's limits."""
 
-    __slots__ = ("limits", "tensors")
+    __slots__ = ("limits", "shared", "tensors")
 
     def __init__(self, tensors: list[torch.Tensor], limits: Limits) -> None:
         self.tensors = tensors
         self.limits = limits
+        self.shared: list[Any] = []
+        """Union values rebuilt so far, in the order the encoder first sent them."""
+
+    def shared_value(self, index: int) -> Any:
+        """The union value an ``IntTagRef``/``StrTagRef`` points back to."""
+        if index < len(self.shared):
+            return self.shared[index]
+        raise DecodeError(f"shared value {index} out of range ({len(self.shared)} so far)")
 
     def tensor(self, ref: int) -> torch.Tensor:
         try:
@@ -277,10 +371,13 @@ def build_tensors(
     n_frames = len(frames)
     used = [False] * n_frames
     out: list[torch.Tensor] = []
-    max_elements = limits.max_elements
+    # Every tensor is referenced from the header by at least one byte (a bare int in the
+    # body, or an entry of the refs table), so a header of n bytes holds at most n
+    # tensors: a few bytes cannot ask for a million empty tensors.
+    max_tensors = min(limits.max_elements, frames[0].nbytes)
 
     def room_for(first: int) -> int:
-        return max_elements - first
+        return max_tensors - first
 
     for index, run in enumerate(runs):
         first = len(out)
@@ -321,15 +418,24 @@ def _build_run(
     if info is None:
         raise RunError(f"unknown dtype {run.dtype!r}", count)
     if not 1 <= count <= limits.max_elements or count > room:
-        raise RunError(f"tensor count {count} outside 1..{min(room, limits.max_elements)}", count)
+        raise RunError(
+            f"tensor count {count} outside 1..{room} (a message holds at most "
+            "max_elements tensors, and one per byte of its header)",
+            count,
+        )
     shape = run.shape
     if len(shape) > limits.max_ndim:
         raise RunError(f"{len(shape)} dimensions exceed the limit of {limits.max_ndim}", count)
     numel = 1
+    extent = info.itemsize * count  # the same product with zero dimensions left out
     for dim in shape:
         if not 0 <= dim <= _MAX_DIM:
             raise RunError(f"shape entry {dim} is not a non-negative int64", count)
         numel *= dim  # Python ints: no overflow; the length check below bounds it
+        if dim:
+            extent *= dim
+    if extent > _MAX_DIM:  # no bytes, but numpy still refuses such a shape
+        raise RunError(f"shape {list(shape)} of {info.name} spans 2**63 bytes or more", count)
     nbytes = numel * info.itemsize * count
     data = run.data
     if type(data) is int:
@@ -358,7 +464,7 @@ def _build_run(
 
     array_shape = tuple(shape) if count == 1 else (count, *shape)
     array = np.ndarray(array_shape, info.numpy_carrier, buffer, offset)
-    if copy or not array.flags.aligned:
+    if copy or not array.flags.aligned or (info.name in _OVER_ALIGNED and _misaligned(array, info)):
         array = array.copy()  # copy=True, or a transport that handed us unaligned bytes
     tensor = torch.from_numpy(array)
     if info.needs_view:
@@ -366,6 +472,17 @@ def _build_run(
     if count == 1:
         return tensor
     return list(tensor.unbind(0))
+
+
+_OVER_ALIGNED = frozenset({"complex64", "complex128"})
+"""dtypes whose torch alignment (8, 16) exceeds numpy's (4, 8): ``flags.aligned`` is not enough.
+
+Inline payloads view the header at any offset; a misaligned complex tensor can crash torch.
+"""
+
+
+def _misaligned(array: np.ndarray[Any, Any], info: DtypeInfo) -> bool:
+    return bool(array.ctypes.data % info.itemsize)
 
 
 def _has_non_boolean_byte(buffer: memoryview, offset: int, nbytes: int) -> bool:

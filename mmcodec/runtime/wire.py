@@ -56,6 +56,22 @@ class Envelope(msgspec.Struct, array_like=True, gc=False, frozen=True):
     body: msgspec.Raw
 
 
+class IntTagRef(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=-1):
+    """In a union with int tags: "the same object as shared value ``index``".
+
+    A union value (a field variant, say) that many parents share is sent once; later
+    occurrences refer back to it by the order in which shared values were first sent.
+    """
+
+    index: NonNegative
+
+
+class StrTagRef(msgspec.Struct, array_like=True, gc=False, frozen=True, tag="@ref"):
+    """:class:`IntTagRef` for unions with str tags."""
+
+    index: NonNegative
+
+
 class SliceWire(msgspec.Struct, array_like=True, gc=False, frozen=True):
     start: int | None
     stop: int | None

@@ -1,0 +1,129 @@
+"""Invalid schemas: ``python -m codegen validate`` reports every error, exactly.
+
+Each ``invalid/NAME.yaml`` sits next to ``invalid/NAME.expected``, the exact lines
+``validate`` prints for it (``file:line:col: message``, paths relative to the
+project root). A file with several mistakes must show all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codegen.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+INVALID = Path(__file__).resolve().parent / "invalid"
+CASES = sorted(INVALID.glob("*.yaml"))
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _validate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["--root", str(ROOT), "validate", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_there_are_enough_cases_and_each_has_its_expected_output() -> None:
+    assert len(CASES) >= 15
+    assert sorted(p.stem for p in INVALID.glob("*.expected")) == [p.stem for p in CASES]
+
+
+@pytest.mark.parametrize("schema", CASES, ids=[p.stem for p in CASES])
+def test_invalid_schema_reports_exactly_the_expected_errors(
+    schema: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = schema.with_suffix(".expected").read_text(encoding="utf-8")
+    code, out, err = _validate(capsys, _relative(schema))
+    assert code == 1
+    assert out == expected
+    assert err == f"{len(expected.splitlines())} error(s)\n"
+
+
+def test_several_errors_in_one_file_are_all_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _validate(capsys, _relative(INVALID / "several_errors.yaml"))
+    assert code == 1
+    name = "tests/codegen/invalid/several_errors.yaml"
+    assert out.splitlines() == [
+        f"{name}:7:15: unknown type 'Pont' (did you mean 'Point'?)",
+        f"{name}:8:37: Line.width: default 'thin' does not match type float",
+        f"{name}:9:30: Line.color: constraint 'ge' needs an int or float field, not str",
+        f"{name}:13:22: unknown key 'defualt' in field Point.y (did you mean 'default'?)",
+        f"{name}:17:15: union 'Mark': duplicate tag 0 (first used at {name}:16:15)",
+        f"{name}:18:3: type name 'class' is a Python keyword",
+    ]
+
+
+def test_errors_of_several_files_come_sorted_in_one_report(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    files = [INVALID / "mixed_tags.yaml", INVALID / "default_order.yaml"]
+    code, out, err = _validate(capsys, *map(_relative, files))
+    assert code == 1
+    expected = "".join(sorted(p.with_suffix(".expected").read_text() for p in files))
+    assert out == expected
+    assert err == "2 error(s)\n"
+
+
+def test_json_format(capsys: pytest.CaptureFixture[str]) -> None:
+    schema = INVALID / "unknown_type.yaml"
+    code, out, err = _validate(capsys, "--format", "json", _relative(schema))
+    assert code == 1
+    assert err == ""
+    report = json.loads(out)
+    assert list(report) == ["errors"]
+    errors = report["errors"]
+    assert errors[0] == {
+        "file": "tests/codegen/invalid/unknown_type.yaml",
+        "line": 9,
+        "column": 14,
+        "message": "unknown type 'Piont' (did you mean 'Point'?)",
+    }
+    as_text = [f"{e['file']}:{e['line']}:{e['column']}: {e['message']}" for e in errors]
+    assert as_text == schema.with_suffix(".expected").read_text().splitlines()
+
+
+def test_json_format_of_valid_schemas(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _validate(capsys, "--format", "json", "schema")
+    assert code == 0
+    assert json.loads(out) == {"errors": []}
+
+
+def test_valid_schemas_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _validate(capsys) == (0, "ok: 1 schema file(s) valid\n", "")
+    count = len(list((ROOT / "tests/schemas").glob("*.yaml")))
+    assert _validate(capsys, "tests/schemas") == (0, f"ok: {count} schema file(s) valid\n", "")
+
+
+def test_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _validate(capsys, "no/such/schema.yaml")
+    assert (code, out) == (1, "no/such/schema.yaml:1:1: schema file not found\n")
+
+
+def test_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty.yaml").write_text("# nothing\n")
+    code = main(["--root", str(tmp_path), "validate", "empty.yaml"])
+    assert (code, capsys.readouterr().out) == (1, "empty.yaml:1:1: empty schema file\n")
+
+
+def test_command_line_exit_status_and_output() -> None:
+    """The real entry point, as CI runs it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "codegen", "validate", "tests/codegen/invalid/several_errors.yaml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stdout == (INVALID / "several_errors.expected").read_text()
+    assert result.stderr == "6 error(s)\n"
