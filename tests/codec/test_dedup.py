@@ -1,0 +1,162 @@
+"""Dedup: what is referenced twice travels once, and batch views travel as one payload.
+
+Payload bytes are counted on the wire: payload frames plus payloads inline in the header.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import generated.multimodal as mm
+from tests.codec.helpers import address, assert_items_equal, assert_nested_equal, header
+from tests.codec.helpers import payload_bytes as payload_bytes_of
+
+
+def _item(**elems: mm.MultiModalFieldElem) -> mm.MultiModalKwargsItem:
+    return mm.MultiModalKwargsItem(elems)
+
+
+def _batched(data: mm.NestedTensors) -> mm.MultiModalFieldElem:
+    return mm.MultiModalFieldElem(data, mm.BatchedField())
+
+
+def test_the_same_tensor_referenced_twice_travels_once() -> None:
+    t = torch.arange(1000, dtype=torch.float32)
+    item = _item(
+        a=_batched(t), b=_batched([t, (t,)]), c=mm.MultiModalFieldElem(t, mm.SharedField(2))
+    )
+    frames = mm.encode(item)
+    assert payload_bytes_of(frames) == 4000
+    assert len(frames) == 2
+    decoded = mm.decode(frames, mm.MultiModalKwargsItem)
+    a: Any = decoded["a"].data
+    b: Any = decoded["b"].data
+    assert b[0] is a and b[1][0] is a and decoded["c"].data is a
+    assert_nested_equal(a, t)
+
+
+def test_a_small_tensor_referenced_twice_is_inlined_once() -> None:
+    t = torch.tensor([1, 2, 3], dtype=torch.int64)
+    frames = mm.encode(_item(a=_batched(t), b=_batched(t)))
+    assert len(frames) == 1
+    assert payload_bytes_of(frames) == 24
+
+
+def test_equal_views_of_one_storage_travel_once() -> None:
+    base = torch.arange(1000, dtype=torch.float32)
+    first, second = base.view(10, 100), base.view(10, 100)
+    assert first is not second
+    frames = mm.encode(_item(a=_batched(first), b=_batched(second)))
+    assert payload_bytes_of(frames) == 4000
+    decoded = mm.decode(frames, mm.MultiModalKwargsItem)
+    assert_nested_equal(decoded["a"].data, first)
+    assert_nested_equal(decoded["b"].data, second)
+
+
+def test_overlapping_views_share_one_frame() -> None:
+    base = torch.arange(3000, dtype=torch.float32)
+    whole, middle, reshaped = base, base[1000:2000], base.view(30, 100)
+    frames = mm.encode(_item(a=_batched(whole), b=_batched(middle), c=_batched(reshaped)))
+    assert len(frames) == 2
+    assert payload_bytes_of(frames) == 12000
+    assert address(frames[1]) == base.data_ptr()
+    decoded = mm.decode(frames, mm.MultiModalKwargsItem)
+    assert_nested_equal(decoded["a"].data, whole)
+    assert_nested_equal(decoded["b"].data, middle)
+    assert_nested_equal(decoded["c"].data, reshaped)
+
+
+def test_distinct_tensors_with_equal_values_both_travel() -> None:
+    a, b = torch.ones(1000), torch.ones(1000)
+    frames = mm.encode(_item(a=_batched(a), b=_batched(b)))
+    assert payload_bytes_of(frames) == 8000
+
+
+def _design_batch(
+    n: int,
+) -> tuple[dict[str, mm.NestedTensors], dict[str, mm.MultiModalFieldConfig]]:
+    """The design's "64 small items": int64[3] + float16[16,16] batched, two shared tensors."""
+    g = torch.Generator().manual_seed(0)
+    batch: dict[str, mm.NestedTensors] = {
+        "image_grid_thw": torch.randint(0, 100, (n, 3), generator=g),
+        "pixel_values": torch.randn(n, 16, 16, generator=g).to(torch.float16),
+        "embedding": torch.randn(128, generator=g),
+        "scale": torch.randn(2, generator=g),
+    }
+    config = {
+        "image_grid_thw": mm.MultiModalFieldConfig.batched("image"),
+        "pixel_values": mm.MultiModalFieldConfig.batched("image"),
+        "embedding": mm.MultiModalFieldConfig.shared("image", n),
+        "scale": mm.MultiModalFieldConfig.shared("image", n),
+    }
+    return batch, config
+
+
+def test_shared_data_across_64_items_costs_one_payload() -> None:
+    batch, config = _design_batch(64)
+    items = mm.MultiModalKwargsItems.from_hf_inputs(batch, config)
+    assert len(items["image"]) == 64
+    frames = mm.encode(items)
+    # Each batched tensor once, each shared tensor once (not 64 times).
+    assert payload_bytes_of(frames) == 64 * 3 * 8 + 64 * 16 * 16 * 2 + 128 * 4 + 2 * 4
+    assert sum(f.nbytes for f in frames) < 40_000  # pickle sends ~2.2 MB for this
+    decoded = mm.decode(frames, mm.MultiModalKwargsItems)
+    assert_items_equal(decoded, items)
+    first = decoded["image"][0]
+    assert first is not None
+    for item in decoded["image"]:
+        assert item is not None
+        assert item["embedding"].data is first["embedding"].data
+
+
+def test_views_of_one_batch_tensor_travel_as_one_frame() -> None:
+    batch = torch.randn(64, 16, 16).to(torch.float16)
+    items = mm.MultiModalKwargsItems.from_hf_inputs(
+        {"pixel_values": batch}, {"pixel_values": mm.MultiModalFieldConfig.batched("image")}
+    )
+    frames = mm.encode(items)
+    assert len(frames) == 2
+    assert frames[1].nbytes == batch.numel() * 2
+    assert address(frames[1]) == batch.data_ptr()
+    runs = header(frames).tensors
+    assert [(r.dtype, r.shape, r.count) for r in runs] == [("float16", [16, 16], 64)]
+
+
+def test_flat_slices_of_one_tensor_travel_as_one_frame() -> None:
+    batch = torch.randn(100, 64)
+    config = {
+        "pixel_values": mm.MultiModalFieldConfig.flat_from_sizes(
+            "image", torch.tensor([10, 20, 30, 40])
+        )
+    }
+    items = mm.MultiModalKwargsItems.from_hf_inputs({"pixel_values": batch}, config)
+    frames = mm.encode(items)
+    assert len(frames) == 2
+    assert frames[1].nbytes == batch.numel() * 4
+    assert address(frames[1]) == batch.data_ptr()
+    decoded = mm.decode(frames, mm.MultiModalKwargsItems)
+    assert_items_equal(decoded, items)
+    assert_nested_equal(decoded.get_data()["pixel_values"], batch)
+
+
+def test_from_hf_inputs_encode_decode_get_data_is_the_original_batch() -> None:
+    batch, config = _design_batch(64)
+    batch["video"] = torch.randn(6, 8, 32)
+    batch["video_grid"] = torch.tensor([[1, 2, 4], [1, 2, 2]])
+    config["video"] = mm.MultiModalFieldConfig.flat_from_sizes(
+        "video", torch.tensor([8, 24]), dim=2
+    )
+    config["video_grid"] = mm.MultiModalFieldConfig.batched("video", keep_on_cpu=True)
+    items = mm.MultiModalKwargsItems.from_hf_inputs(batch, config)
+    for decoded in (
+        mm.decode(mm.encode(items), mm.MultiModalKwargsItems),
+        mm.decode_bytes(mm.encode_bytes(items), mm.MultiModalKwargsItems),
+        mm.decode([bytes(f) for f in mm.encode(items)], mm.MultiModalKwargsItems, copy=True),
+    ):
+        assert list(decoded) == ["image", "video"]
+        reduced = decoded.get_data()
+        assert list(reduced) == list(batch)
+        for key, value in batch.items():
+            assert_nested_equal(reduced[key], value, f"get_data()[{key!r}]")
