@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TORCH_VERSION := 2.13.0
 STAMP := $(VENV)/.installed
+# `make check` fails when schema/ breaks wire compatibility with this git ref.
+COMPAT_REF ?= HEAD
 # Large-buffer timings are bimodal under glibc's malloc (fresh pages cost more than
 # the copy); pin the allocator's thresholds so repeated runs measure the same thing.
 BENCH_ENV := GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296
@@ -29,6 +31,7 @@ check: venv
 	$(PY) -m codegen validate
 	$(PY) -m codegen check
 	$(PY) -m codegen check --schemas tests/schemas --out tests/golden
+	$(PY) -m codegen compat --against $(COMPAT_REF)
 	$(PY) -m codegen json-schema | cmp -s - schema/mmcodec.schema.json || \
 		{ echo "schema/mmcodec.schema.json is stale; run: make generate"; exit 1; }
 	$(MAKE) --no-print-directory lint typecheck

@@ -1,12 +1,15 @@
-"""``python -m codegen``: validate, generate, check, json-schema."""
+"""``python -m codegen``: validate, generate, check, compat, json-schema."""
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from codegen.compat import breaking_changes
 from codegen.diagnostics import SchemaErrors, format_json, format_text
 from codegen.jsonschema import schema_language_json
 from codegen.output import compare, plan_output, write
@@ -46,11 +49,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     sub.add_parser("json-schema", help="print the schema language as JSON Schema")
 
+    compat = sub.add_parser(
+        "compat", help="exit 1 if the schemas break wire compatibility with an older version"
+    )
+    compat.add_argument("old", nargs="?", help="the older schema file or directory")
+    compat.add_argument("new", nargs="?", default="schema", help="the newer one (default: schema/)")
+    compat.add_argument("--against", metavar="GIT_REF", help="take the older schemas from git")
+
     args = parser.parse_args(argv)
     root: Path = args.root.resolve()
     if args.command == "json-schema":
         sys.stdout.write(schema_language_json())
         return 0
+    if args.command == "compat":
+        return _compat(args, root)
     if args.command == "validate":
         files = _schema_files([str(root / p) for p in args.paths], root / "schema")
         try:
@@ -88,3 +100,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown = out_dir.relative_to(root) if out_dir.is_relative_to(root) else out_dir
     print(f"ok: {shown} is up to date")
     return 0
+
+
+def _compat(args: argparse.Namespace, root: Path) -> int:
+    if (args.old is None) == (args.against is None):
+        print("compat: give either OLD [NEW] or --against GIT_REF", file=sys.stderr)
+        return 2
+    new_files = _schema_files([str(root / args.new)], root / "schema")
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.against:
+            old_files = _checkout_schemas(args.against, new_files, root, Path(scratch))
+        else:
+            old_files = _schema_files([str(root / args.old)], root / "schema")
+        try:
+            old = compile_schemas(old_files, Path(scratch) if args.against else root)
+            new = compile_schemas(new_files, root)
+        except SchemaErrors as e:
+            sys.stdout.write(format_text(e.diagnostics))
+            return 1
+    problems = breaking_changes(old, new)
+    for line in problems:
+        print(line)
+    if problems:
+        print("breaking changes need a new major version (the schema's `version`)")
+        return 1
+    print(f"ok: {len(new)} schema(s) compatible with the older version")
+    return 0
+
+
+def _checkout_schemas(ref: str, files: list[Path], root: Path, into: Path) -> list[Path]:
+    """Write each schema file as it was at ``ref`` under ``into`` (missing ones skipped)."""
+    found = []
+    for path in files:
+        relative = path.resolve().relative_to(root).as_posix()
+        shown = subprocess.run(
+            ["git", "show", f"{ref}:{relative}"], cwd=root, capture_output=True, check=False
+        )
+        if shown.returncode != 0:
+            continue  # a schema added since ref: nothing to break
+        target = into / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(shown.stdout)
+        found.append(target)
+    return found

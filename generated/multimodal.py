@@ -524,7 +524,7 @@ def _dict_str_MultiModalFieldElem_to_wire(
     try:
         for key, item in entries.items():
             in_key = True
-            wire_key = _b.expect_str(key, ctx)
+            wire_key = key if type(key) is str else _b.expect_str(key, ctx)
             in_key = False
             out[wire_key] = _MultiModalFieldElem_to_wire(item, ctx)
     except EncodeError as e:
@@ -557,7 +557,7 @@ def _dict_str_list_optional_MultiModalKwargsItem_to_wire(
     try:
         for key, item in entries.items():
             in_key = True
-            wire_key = _b.expect_str(key, ctx)
+            wire_key = key if type(key) is str else _b.expect_str(key, ctx)
             in_key = False
             out[wire_key] = _list_optional_MultiModalKwargsItem_to_wire(item, ctx)
     except EncodeError as e:

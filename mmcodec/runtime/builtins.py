@@ -26,7 +26,8 @@ _Err = TypeVar("_Err", bound=CodecError)
 
 def nested_tensors_to_wire(value: NestedTensors, ctx: EncodeContext, depth: int = 0) -> NestedWire:
     if isinstance(value, torch.Tensor):
-        return ctx.ref(value)
+        ref = ctx.ids.get(id(value))  # EncodeContext.ref, inlined: this is the hot path
+        return ref if ref is not None else ctx.ref(value)
     kind = type(value)
     if kind is list or kind is tuple:
         if depth >= ctx.max_depth:

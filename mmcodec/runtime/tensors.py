@@ -58,11 +58,12 @@ _prime_readonly_warning()
 class EncodeContext:
     """Per-call encoder state: the tensors referenced so far, deduplicated by identity."""
 
-    __slots__ = ("_ids", "max_depth", "shared", "tensors")
+    __slots__ = ("ids", "max_depth", "shared", "tensors")
 
     def __init__(self, max_depth: int) -> None:
         self.tensors: list[torch.Tensor] = []
-        self._ids: dict[int, int] = {}
+        self.ids: dict[int, int] = {}
+        """id(tensor) -> its reference; the list of tensors keeps every id unique."""
         self.max_depth = max_depth
         self.shared: dict[int, int] = {}
         """id(union value) -> its index among union values sent so far. Ids are stable:
@@ -70,12 +71,12 @@ class EncodeContext:
 
     def ref(self, value: object) -> int:
         """Register a tensor and return its reference (the same one for the same object)."""
-        ref = self._ids.get(id(value))
+        ref = self.ids.get(id(value))
         if ref is None:
             if not isinstance(value, torch.Tensor):
                 raise EncodeError(f"expected a tensor, got {type(value).__name__}")
             ref = len(self.tensors)
-            self._ids[id(value)] = ref  # the list below keeps the object, so its id stays unique
+            self.ids[id(value)] = ref  # the list below keeps the object, so its id stays unique
             self.tensors.append(value)
         return ref
 
@@ -102,7 +103,7 @@ class LocateContext(EncodeContext):
         self.error = error
 
     def ref(self, value: object) -> int:
-        if id(value) not in self._ids and len(self.tensors) == self.error.ref:
+        if id(value) not in self.ids and len(self.tensors) == self.error.ref:
             raise EncodeError(self.error.message)
         return super().ref(value)
 

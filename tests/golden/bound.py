@@ -304,7 +304,7 @@ def _dict_str_Shape_to_wire(value: dict[str, Shape], ctx: _EncodeContext) -> dic
     try:
         for key, item in entries.items():
             in_key = True
-            wire_key = _b.expect_str(key, ctx)
+            wire_key = key if type(key) is str else _b.expect_str(key, ctx)
             in_key = False
             out[wire_key] = _Shape_to_wire(item, ctx)
     except EncodeError as e:

@@ -230,7 +230,7 @@ def _dict_str_str_to_wire(value: dict[str, str], ctx: _EncodeContext) -> dict[st
     try:
         for key, item in entries.items():
             in_key = True
-            wire_key = _b.expect_str(key, ctx)
+            wire_key = key if type(key) is str else _b.expect_str(key, ctx)
             in_key = False
             out[wire_key] = _b.expect_str(item, ctx)
     except EncodeError as e:

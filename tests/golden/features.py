@@ -1356,7 +1356,7 @@ def _dict_str_float_to_wire(value: dict[str, float], ctx: _EncodeContext) -> dic
     try:
         for key, item in entries.items():
             in_key = True
-            wire_key = _b.expect_str(key, ctx)
+            wire_key = key if type(key) is str else _b.expect_str(key, ctx)
             in_key = False
             out[wire_key] = _b.expect_float(item, ctx)
     except EncodeError as e:
@@ -1372,7 +1372,7 @@ def _dict_str_int_to_wire(value: dict[str, int], ctx: _EncodeContext) -> dict[st
     try:
         for key, item in entries.items():
             in_key = True
-            wire_key = _b.expect_str(key, ctx)
+            wire_key = key if type(key) is str else _b.expect_str(key, ctx)
             in_key = False
             out[wire_key] = _b.expect_int(item, ctx)
     except EncodeError as e:
@@ -1390,7 +1390,7 @@ def _dict_str_list_float_to_wire(
     try:
         for key, item in entries.items():
             in_key = True
-            wire_key = _b.expect_str(key, ctx)
+            wire_key = key if type(key) is str else _b.expect_str(key, ctx)
             in_key = False
             out[wire_key] = _list_float_to_wire(item, ctx)
     except EncodeError as e:
@@ -1423,7 +1423,7 @@ def _dict_str_optional_Value_to_wire(
     try:
         for key, item in entries.items():
             in_key = True
-            wire_key = _b.expect_str(key, ctx)
+            wire_key = key if type(key) is str else _b.expect_str(key, ctx)
             in_key = False
             out[wire_key] = _optional_Value_to_wire(item, ctx)
     except EncodeError as e:
