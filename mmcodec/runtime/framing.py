@@ -51,7 +51,8 @@ def as_byte_views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:
         if not view.c_contiguous:  # a strided 1-D byte view too
             raise DecodeError(f"frame {number} is not contiguous memory")
         if view.format != "B" or view.ndim != 1:
-            view = view.cast("B")
+            # cast() refuses a shape with a zero in it: an empty frame is just empty.
+            view = view.cast("B") if view.nbytes else memoryview(b"")
         total += view.nbytes
         views.append(view)
     if views[0].nbytes > limits.max_header_bytes:
@@ -88,7 +89,7 @@ def split(buffer: Any, limits: Limits) -> list[memoryview]:
     if not view.c_contiguous:  # a strided 1-D byte view too
         raise DecodeError("buffer is not contiguous memory")
     if view.format != "B" or view.ndim != 1:
-        view = view.cast("B")
+        view = view.cast("B") if view.nbytes else memoryview(b"")
     size = view.nbytes
     if size > limits.max_total_bytes:
         raise DecodeError(f"{size} bytes exceed the limit of {limits.max_total_bytes}")

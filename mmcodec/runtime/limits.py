@@ -22,7 +22,10 @@ class Limits:
     max_depth: int = 32
     """Nesting depth of nested tensors (lists and tuples of lists ...)."""
     max_elements: int = 1 << 20
-    """Elements in any one container, and tensors per message (empty ones included)."""
+    """Elements in any one container, and tensors per message (empty ones included).
+
+    Independently of this limit, a message holds at most one tensor per byte of its
+    header: every tensor is referenced from the header at least once."""
     max_ndim: int = 16
     """Dimensions of one tensor."""
 
