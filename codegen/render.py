@@ -398,6 +398,7 @@ def _wire_order(module: ir.Module) -> list[str]:
 def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
     base: dict[str, object] = {
         "name": t.name,
+        "qualname": f"{r.module.name}.{t.name}",
         "doc": _docstring(t.doc),
         "bound": t.binding is not None,
         "wire": f"_{t.name}Wire",
@@ -420,7 +421,9 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
                     and isinstance(f.default.value, (list, dict)),
                     "to_wire": r.to_wire(f.type),
                     "from_wire": r.from_wire(f.type),
-                    "to_wire_expr": r.convert_expr(f.type, f"obj.{f.name}", "to_wire"),
+                    "to_wire_expr": _constrained(
+                        r.convert_expr(f.type, f"obj.{f.name}", "to_wire"), f.constraints
+                    ),
                     "from_wire_expr": r.convert_expr(f.type, f"wire.{f.name}", "from_wire"),
                     "identity": r.identity_on_decode(f.type),
                 }
@@ -489,6 +492,14 @@ def _union_branches(variants: list[dict[str, object]]) -> list[dict[str, str]]:
     if identity:
         branches.append({"test": " or ".join(identity), "value": "wire.value"})
     return branches
+
+
+def _constrained(expression: str, constraints: ir.Constraints) -> str:
+    """Check a field's constraints when encoding too, so that bad values fail at the sender."""
+    if not constraints.items():
+        return expression
+    arguments = ", ".join(f"{name}={value!r}" for name, value in constraints.items())
+    return f"_b.constrained({expression}, {arguments})"
 
 
 def _tag_suffix(tag: int | str) -> str:

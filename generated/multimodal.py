@@ -202,7 +202,8 @@ def _BatchedField_from_wire(wire: _BatchedFieldWire, ctx: _DecodeContext) -> Bat
 def _FlatSlice_to_wire(obj: FlatSlice, ctx: _EncodeContext) -> _FlatSliceWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    index = ctx.shared.get(id(obj))
+    seen = ctx.shared_ids("multimodal.FlatSlice")
+    index = seen.get(id(obj))
     if index is not None:
         return _wire.IntTagRef(index)
     wire: _FlatSliceWire
@@ -212,13 +213,14 @@ def _FlatSlice_to_wire(obj: FlatSlice, ctx: _EncodeContext) -> _FlatSliceWire:
         wire = _FlatSlice_1Wire(_tuple_slice_etc_to_wire(obj, ctx))
     else:
         raise EncodeError(f"expected one of slice, tuple[slice, ...], got {type(obj).__name__}")
-    ctx.shared[id(obj)] = len(ctx.shared)
+    seen[id(obj)] = len(seen)
     return wire
 
 
 def _FlatSlice_from_wire(wire: _FlatSliceWire, ctx: _DecodeContext) -> FlatSlice:
+    values = ctx.shared_values("multimodal.FlatSlice")
     if type(wire) is _wire.IntTagRef:
-        return ctx.shared_value(wire.index)  # type: ignore[no-any-return]
+        return ctx.shared_value(values, wire.index, "FlatSlice")  # type: ignore[no-any-return]
     value: FlatSlice
     if type(wire) is _FlatSlice_0Wire:
         value = _b.slice_from_wire(wire.value, ctx)
@@ -226,7 +228,7 @@ def _FlatSlice_from_wire(wire: _FlatSliceWire, ctx: _DecodeContext) -> FlatSlice
         value = _tuple_slice_etc_from_wire(wire.value, ctx)
     else:  # pragma: no cover - msgspec admits no other type
         raise DecodeError(f"unexpected {type(wire).__name__}")
-    ctx.shared.append(value)
+    values.append(value)
     return value
 
 
@@ -235,7 +237,7 @@ def _FlatField_to_wire(obj: FlatField, ctx: _EncodeContext) -> _FlatFieldWire:
     try:
         v_slices = _list_FlatSlice_to_wire(obj.slices, ctx)
         where = ".dim"
-        v_dim = _b.expect_int(obj.dim, ctx)
+        v_dim = _b.constrained(_b.expect_int(obj.dim, ctx), ge=0)
         where = ".keep_on_cpu"
         v_keep_on_cpu = _b.expect_bool(obj.keep_on_cpu, ctx)
     except EncodeError as e:
@@ -268,7 +270,7 @@ def _FlatField_from_wire(wire: _FlatFieldWire, ctx: _DecodeContext) -> FlatField
 def _SharedField_to_wire(obj: SharedField, ctx: _EncodeContext) -> _SharedFieldWire:
     where = ".batch_size"  # the field being converted, for the error path
     try:
-        v_batch_size = _b.expect_int(obj.batch_size, ctx)
+        v_batch_size = _b.constrained(_b.expect_int(obj.batch_size, ctx), ge=0)
         where = ".keep_on_cpu"
         v_keep_on_cpu = _b.expect_bool(obj.keep_on_cpu, ctx)
     except EncodeError as e:
@@ -296,7 +298,8 @@ def _BaseMultiModalField_to_wire(
 ) -> _BaseMultiModalFieldWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    index = ctx.shared.get(id(obj))
+    seen = ctx.shared_ids("multimodal.BaseMultiModalField")
+    index = seen.get(id(obj))
     if index is not None:
         return _wire.IntTagRef(index)
     wire: _BaseMultiModalFieldWire
@@ -310,15 +313,16 @@ def _BaseMultiModalField_to_wire(
         raise EncodeError(
             f"expected one of BatchedField, FlatField, SharedField, got {type(obj).__name__}"
         )
-    ctx.shared[id(obj)] = len(ctx.shared)
+    seen[id(obj)] = len(seen)
     return wire
 
 
 def _BaseMultiModalField_from_wire(
     wire: _BaseMultiModalFieldWire, ctx: _DecodeContext
 ) -> BaseMultiModalField:
+    values = ctx.shared_values("multimodal.BaseMultiModalField")
     if type(wire) is _wire.IntTagRef:
-        return ctx.shared_value(wire.index)  # type: ignore[no-any-return]
+        return ctx.shared_value(values, wire.index, "BaseMultiModalField")  # type: ignore[no-any-return]
     value: BaseMultiModalField
     if type(wire) is _BatchedFieldWire:
         value = _BatchedField_from_wire(wire, ctx)
@@ -328,7 +332,7 @@ def _BaseMultiModalField_from_wire(
         value = _SharedField_from_wire(wire, ctx)
     else:  # pragma: no cover - msgspec admits no other type
         raise DecodeError(f"unexpected {type(wire).__name__}")
-    ctx.shared.append(value)
+    values.append(value)
     return value
 
 
@@ -410,9 +414,9 @@ def _MultiModalKwargsItems_from_wire(
 def _PlaceholderRange_to_wire(obj: PlaceholderRange, ctx: _EncodeContext) -> _PlaceholderRangeWire:
     where = ".offset"  # the field being converted, for the error path
     try:
-        v_offset = _b.expect_int(obj.offset, ctx)
+        v_offset = _b.constrained(_b.expect_int(obj.offset, ctx), ge=0)
         where = ".length"
-        v_length = _b.expect_int(obj.length, ctx)
+        v_length = _b.constrained(_b.expect_int(obj.length, ctx), ge=0)
         where = ".is_embed"
         v_is_embed = None if obj.is_embed is None else _b.tensor_to_wire(obj.is_embed, ctx)
     except EncodeError as e:

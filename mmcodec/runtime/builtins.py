@@ -7,6 +7,7 @@ second walk sees the same failure).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -150,6 +151,37 @@ def expect_bytes(value: object, ctx: EncodeContext) -> bytes:
     raise _expected("bytes", value)
 
 
+def constrained(
+    value: Any,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    min_length: int | None = None,
+    max_length: int | None = None,
+    pattern: str | None = None,
+) -> Any:
+    """Apply a field's schema constraints on the sending side (the decoder applies them too),
+    so that a bad value fails here, with its path, instead of at the receiver."""
+    if value is None:  # an optional field without a value
+        return value
+    if ge is not None and not value >= ge:
+        raise EncodeError(f"expected a value >= {ge}, got {value!r}")
+    if gt is not None and not value > gt:
+        raise EncodeError(f"expected a value > {gt}, got {value!r}")
+    if le is not None and not value <= le:
+        raise EncodeError(f"expected a value <= {le}, got {value!r}")
+    if lt is not None and not value < lt:
+        raise EncodeError(f"expected a value < {lt}, got {value!r}")
+    if min_length is not None and len(value) < min_length:
+        raise EncodeError(f"expected a length >= {min_length}, got {len(value)}")
+    if max_length is not None and len(value) > max_length:
+        raise EncodeError(f"expected a length <= {max_length}, got {len(value)}")
+    if pattern is not None and not re.search(pattern, value):
+        raise EncodeError(f"expected a string matching {pattern!r}, got {value!r}")
+    return value
+
+
 def expect_sequence(value: object, what: str) -> Sequence[Any]:
     """``list[T]`` and ``tuple[T, ...]`` accept a list or a tuple when encoding."""
     if type(value) is list or type(value) is tuple:
@@ -183,6 +215,7 @@ __all__ = [
     "NestedTensors",
     "check_count",
     "check_int64",
+    "constrained",
     "construct_failure",
     "expect_bool",
     "expect_bytes",

@@ -65,9 +65,17 @@ class EncodeContext:
         self.ids: dict[int, int] = {}
         """id(tensor) -> its reference; the list of tensors keeps every id unique."""
         self.max_depth = max_depth
-        self.shared: dict[int, int] = {}
-        """id(union value) -> its index among union values sent so far. Ids are stable:
-        the object being encoded keeps every value it reaches alive during the call."""
+        self.shared: dict[str, dict[int, int]] = {}
+        """Per union type: id(value) -> its index among that union's values sent so far.
+        Ids are stable: the object being encoded keeps every value it reaches alive."""
+
+    def shared_ids(self, union: str) -> dict[int, int]:
+        """The back-reference table of one union type (each union numbers its own values,
+        so a reference can never turn into a value of another type)."""
+        table = self.shared.get(union)
+        if table is None:
+            table = self.shared[union] = {}
+        return table
 
     def ref(self, value: object) -> int:
         """Register a tensor and return its reference (the same one for the same object)."""
@@ -143,53 +151,59 @@ def plan_payloads(
     for ref, t in enumerate(tensors):
         info = BY_TORCH.get(t.dtype)
         try:
-            plain = info is not None and t.is_cpu and not t.is_nested and t.is_contiguous()
-            # Sparse layouts raise here; _normalize explains what is wrong with them.
-            base = t.untyped_storage().data_ptr() if plain else 0
+            if info is not None and t.is_cpu and t.is_contiguous():
+                base = t.untyped_storage().data_ptr()
+                shape = t.shape
+            else:
+                info = None
         except (RuntimeError, NotImplementedError):
-            plain = False
-        if not plain:
+            info = None  # sparse and nested layouts raise: _normalize says what is wrong
+        if info is None:
             try:
                 t, info = _normalize(t)
             except EncodeError as e:
                 raise TensorEncodeError(e.message, ref) from None
             base = t.untyped_storage().data_ptr()
-        start = t.data_ptr() - base
-        key = (base, info.name)  # type: ignore[union-attr]
+            shape = t.shape
+        key = (base, info.name)
         members = groups.get(key)
         if members is None:
-            groups[key] = [(start, ref, t, t.shape)]
+            groups[key] = [(t.data_ptr() - base, ref, t, shape)]
         else:
-            members.append((start, ref, t, t.shape))
+            members.append((t.data_ptr() - base, ref, t, shape))
+
+    if len(groups) == len(tensors) and len({base for base, _ in groups}) == len(groups):
+        return _one_run_per_tensor(groups, inline_threshold)
 
     # 2. Split each group into runs of back-to-back tensors; equal placement = one tensor.
     runs: list[_Run] = []
     alias: dict[int, int] = {}  # ref -> ref of the tensor with the same bytes and layout
     for (address, name), members in groups.items():
-        members.sort(key=_by_start)
+        members.sort()  # by start, then ref (unique): tensors are never compared
         info = BY_NAME[name]
         run = _Run(address, info, members[0])
+        last_start, last_ref = members[0][0], members[0][1]
         for member in members[1:]:
-            if member[3] != run.shape:
-                runs.append(run)
-                run = _Run(address, info, member)
+            start = member[0]
+            if start == last_start + run.nbytes and member[3] == run.shape and run.nbytes:
+                run.members.append(member)  # the next tensor of a batch: the common case
+            elif start == last_start and member[3] == run.shape:
+                alias[member[1]] = last_ref  # the same bytes and layout (or both empty)
                 continue
-            last_start = run.members[-1][0]
-            if member[0] == last_start or not run.nbytes:  # the same bytes, or empty
-                alias[member[1]] = run.members[-1][1]
-            elif member[0] == last_start + run.nbytes:
-                run.members.append(member)
             else:
                 runs.append(run)
                 run = _Run(address, info, member)
+            last_start, last_ref = start, member[1]
         runs.append(run)
 
     # 3. Number tensors in run order, so that the decoder can build them run by run.
     position_of_ref = [0] * len(tensors)
     position = 0
+    identity = not alias
     for run in runs:
         for _, ref, _, _ in run.members:
             position_of_ref[ref] = position
+            identity = identity and ref == position
             position += 1
     for ref, same in alias.items():
         position_of_ref[ref] = position_of_ref[same]
@@ -216,8 +230,30 @@ def plan_payloads(
         TensorRun(run.info.name, list(run.shape), run.data, run.offset, len(run.members))
         for run in runs
     ]
-    identity = all(pos == ref for ref, pos in enumerate(position_of_ref))
     return wire_runs, [] if identity else position_of_ref, frames
+
+
+def _one_run_per_tensor(
+    groups: dict[tuple[int, str], list[tuple[int, int, torch.Tensor, torch.Size]]],
+    inline_threshold: int,
+) -> tuple[list[TensorRun], list[int], list[Frame]]:
+    """The common case of large payloads: every tensor has a storage of its own.
+
+    Same result as the general path (one run, one region per tensor), with none of
+    its bookkeeping: this is most of the fixed cost of a message.
+    """
+    runs: list[TensorRun] = []
+    frames: list[Frame] = []
+    for (_, name), ((start, _, tensor, shape),) in groups.items():
+        info = BY_NAME[name]
+        nbytes = info.itemsize * _numel(shape)
+        view = _byte_view(tensor, start, nbytes)
+        if nbytes < inline_threshold:
+            runs.append(TensorRun(name, list(shape), memoryview(view.tobytes())))
+        else:
+            frames.append(memoryview(view))  # type: ignore[arg-type]
+            runs.append(TensorRun(name, list(shape), len(frames)))
+    return runs, [], frames
 
 
 class _Run:
@@ -244,10 +280,6 @@ class _Run:
     @property
     def end(self) -> int:
         return self.start + self.nbytes * len(self.members)
-
-
-def _by_start(member: tuple[int, int, torch.Tensor, torch.Size]) -> int:
-    return member[0]
 
 
 def _run_start(run: _Run) -> int:
@@ -309,14 +341,21 @@ class DecodeContext:
     def __init__(self, tensors: list[torch.Tensor], limits: Limits) -> None:
         self.tensors = tensors
         self.limits = limits
-        self.shared: list[Any] = []
-        """Union values rebuilt so far, in the order the encoder first sent them."""
+        self.shared: dict[str, list[Any]] = {}
+        """Per union type: its values rebuilt so far, in the order they were first sent."""
 
-    def shared_value(self, index: int) -> Any:
+    def shared_values(self, union: str) -> list[Any]:
+        table = self.shared.get(union)
+        if table is None:
+            table = self.shared[union] = []
+        return table
+
+    @staticmethod
+    def shared_value(values: list[Any], index: int, union: str) -> Any:
         """The union value an ``IntTagRef``/``StrTagRef`` points back to."""
-        if index < len(self.shared):
-            return self.shared[index]
-        raise DecodeError(f"shared value {index} out of range ({len(self.shared)} so far)")
+        if index < len(values):
+            return values[index]
+        raise DecodeError(f"back-reference to {union} value {index}, but {len(values)} were sent")
 
     def tensor(self, ref: int) -> torch.Tensor:
         try:

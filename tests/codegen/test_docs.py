@@ -62,4 +62,4 @@ def test_worked_example_validates_generates_and_runs(
     assert result.returncode == 0, result.stderr
     printed = result.stdout
     assert "request_id" in printed
-    assert "Expected `str` of length >= 1" in printed
+    assert "$.request_id: expected a length >= 1, got 0" in printed

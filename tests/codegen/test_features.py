@@ -17,6 +17,7 @@ import torch
 
 import tests.golden.common as common
 import tests.golden.features as f
+from mmcodec.runtime import builtins as builtins_module
 from mmcodec.runtime.equality import values_equal
 
 
@@ -248,12 +249,36 @@ def _constrained(**changes: Any) -> f.Constrained:
         "optional-ge",
     ],
 )
-def test_constraints_are_enforced_on_decode(changes: dict[str, Any], message: str) -> None:
-    frames = f.encode(_constrained(**changes))  # the encoder does not check constraints
+def test_constraints_are_enforced_on_decode(
+    changes: dict[str, Any], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The encoder checks constraints too (see below): switch that off to forge a message.
+    monkeypatch.setattr(builtins_module, "constrained", lambda value, **_: value)
+    frames = f.encode(_constrained(**changes))
     with pytest.raises(f.DecodeError) as info:
         f.decode(frames, f.Constrained)
     assert str(info.value) == message
     assert info.value.path == message.partition(":")[0]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"age": 150}, "$.age: expected a value < 150, got 150"),
+        ({"score": 0.0}, "$.score: expected a value > 0.0, got 0.0"),
+        ({"code": "ab"}, "$.code: expected a string matching '^[A-Z]+$', got 'ab'"),
+        ({"code": "ABCDEFGHI"}, "$.code: expected a length <= 8, got 9"),
+        ({"payload": bytes(17)}, "$.payload: expected a length <= 16, got 17"),
+        ({"tags": []}, "$.tags: expected a length >= 1, got 0"),
+        ({"dims": (1, 2, 3, 4, 5)}, "$.dims: expected a length <= 4, got 5"),
+        ({"weights": dict.fromkeys("abcd", 1.0)}, "$.weights: expected a length <= 3, got 4"),
+        ({"limit": 0}, "$.limit: expected a value >= 1, got 0"),
+    ],
+)
+def test_constraints_are_enforced_on_encode(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(f.EncodeError) as info:
+        f.encode(_constrained(**changes))
+    assert str(info.value) == message
 
 
 def test_constraint_bounds_are_inclusive_where_the_schema_says_so() -> None:

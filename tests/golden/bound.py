@@ -117,7 +117,7 @@ def _Circle_to_wire(obj: Circle, ctx: _EncodeContext) -> _CircleWire:
     try:
         v_center = _Point_to_wire(obj.center, ctx)
         where = ".radius"
-        v_radius = _b.expect_float(obj.radius, ctx)
+        v_radius = _b.constrained(_b.expect_float(obj.radius, ctx), ge=0)
     except EncodeError as e:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
@@ -177,7 +177,8 @@ def _Polygon_from_wire(wire: _PolygonWire, ctx: _DecodeContext) -> Polygon:
 def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    index = ctx.shared.get(id(obj))
+    seen = ctx.shared_ids("bound.Shape")
+    index = seen.get(id(obj))
     if index is not None:
         return _wire.IntTagRef(index)
     wire: _ShapeWire
@@ -189,13 +190,14 @@ def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
         wire = _Polygon_to_wire(obj, ctx)
     else:
         raise EncodeError(f"expected one of Point, Circle, Polygon, got {type(obj).__name__}")
-    ctx.shared[id(obj)] = len(ctx.shared)
+    seen[id(obj)] = len(seen)
     return wire
 
 
 def _Shape_from_wire(wire: _ShapeWire, ctx: _DecodeContext) -> Shape:
+    values = ctx.shared_values("bound.Shape")
     if type(wire) is _wire.IntTagRef:
-        return ctx.shared_value(wire.index)  # type: ignore[no-any-return]
+        return ctx.shared_value(values, wire.index, "Shape")  # type: ignore[no-any-return]
     value: Shape
     if type(wire) is _PointWire:
         value = _Point_from_wire(wire, ctx)
@@ -205,7 +207,7 @@ def _Shape_from_wire(wire: _ShapeWire, ctx: _DecodeContext) -> Shape:
         value = _Polygon_from_wire(wire, ctx)
     else:  # pragma: no cover - msgspec admits no other type
         raise DecodeError(f"unexpected {type(wire).__name__}")
-    ctx.shared.append(value)
+    values.append(value)
     return value
 
 

@@ -628,21 +628,23 @@ def _Defaults_from_wire(wire: _DefaultsWire, ctx: _DecodeContext) -> Defaults:
 def _Constrained_to_wire(obj: Constrained, ctx: _EncodeContext) -> _ConstrainedWire:
     where = ".age"  # the field being converted, for the error path
     try:
-        v_age = _b.expect_int(obj.age, ctx)
+        v_age = _b.constrained(_b.expect_int(obj.age, ctx), ge=0, lt=150)
         where = ".score"
-        v_score = _b.expect_float(obj.score, ctx)
+        v_score = _b.constrained(_b.expect_float(obj.score, ctx), gt=0.0, le=1.0)
         where = ".code"
-        v_code = _b.expect_str(obj.code, ctx)
+        v_code = _b.constrained(
+            _b.expect_str(obj.code, ctx), min_length=2, max_length=8, pattern="^[A-Z]+$"
+        )
         where = ".payload"
-        v_payload = _b.expect_bytes(obj.payload, ctx)
+        v_payload = _b.constrained(_b.expect_bytes(obj.payload, ctx), max_length=16)
         where = ".tags"
-        v_tags = _list_str_to_wire(obj.tags, ctx)
+        v_tags = _b.constrained(_list_str_to_wire(obj.tags, ctx), min_length=1)
         where = ".dims"
-        v_dims = _tuple_int_etc_to_wire(obj.dims, ctx)
+        v_dims = _b.constrained(_tuple_int_etc_to_wire(obj.dims, ctx), max_length=4)
         where = ".weights"
-        v_weights = _dict_str_float_to_wire(obj.weights, ctx)
+        v_weights = _b.constrained(_dict_str_float_to_wire(obj.weights, ctx), max_length=3)
         where = ".limit"
-        v_limit = None if obj.limit is None else _b.expect_int(obj.limit, ctx)
+        v_limit = _b.constrained(None if obj.limit is None else _b.expect_int(obj.limit, ctx), ge=1)
     except EncodeError as e:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
@@ -873,7 +875,8 @@ def _Sample_from_wire(wire: _SampleWire, ctx: _DecodeContext) -> Sample:
 def _Value_to_wire(obj: Value, ctx: _EncodeContext) -> _ValueWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    index = ctx.shared.get(id(obj))
+    seen = ctx.shared_ids("features.Value")
+    index = seen.get(id(obj))
     if index is not None:
         return _wire.IntTagRef(index)
     wire: _ValueWire
@@ -899,13 +902,14 @@ def _Value_to_wire(obj: Value, ctx: _EncodeContext) -> _ValueWire:
         raise EncodeError(
             f"expected one of Sample, int, str, torch.Tensor, list[float], tuple[int, int], dict[str, int], Empty, bytes, got {type(obj).__name__}"
         )
-    ctx.shared[id(obj)] = len(ctx.shared)
+    seen[id(obj)] = len(seen)
     return wire
 
 
 def _Value_from_wire(wire: _ValueWire, ctx: _DecodeContext) -> Value:
+    values = ctx.shared_values("features.Value")
     if type(wire) is _wire.IntTagRef:
-        return ctx.shared_value(wire.index)  # type: ignore[no-any-return]
+        return ctx.shared_value(values, wire.index, "Value")  # type: ignore[no-any-return]
     value: Value
     if type(wire) is _SampleWire:
         value = _Sample_from_wire(wire, ctx)
@@ -924,14 +928,15 @@ def _Value_from_wire(wire: _ValueWire, ctx: _DecodeContext) -> Value:
         value = wire.value
     else:  # pragma: no cover - msgspec admits no other type
         raise DecodeError(f"unexpected {type(wire).__name__}")
-    ctx.shared.append(value)
+    values.append(value)
     return value
 
 
 def _Reading_to_wire(obj: Reading, ctx: _EncodeContext) -> _ReadingWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    index = ctx.shared.get(id(obj))
+    seen = ctx.shared_ids("features.Reading")
+    index = seen.get(id(obj))
     if index is not None:
         return _wire.IntTagRef(index)
     wire: _ReadingWire
@@ -941,13 +946,14 @@ def _Reading_to_wire(obj: Reading, ctx: _EncodeContext) -> _ReadingWire:
         wire = _Reading_1Wire(_b.expect_float(obj, ctx))
     else:
         raise EncodeError(f"expected one of Sample, float, got {type(obj).__name__}")
-    ctx.shared[id(obj)] = len(ctx.shared)
+    seen[id(obj)] = len(seen)
     return wire
 
 
 def _Reading_from_wire(wire: _ReadingWire, ctx: _DecodeContext) -> Reading:
+    values = ctx.shared_values("features.Reading")
     if type(wire) is _wire.IntTagRef:
-        return ctx.shared_value(wire.index)  # type: ignore[no-any-return]
+        return ctx.shared_value(values, wire.index, "Reading")  # type: ignore[no-any-return]
     value: Reading
     if type(wire) is _SampleWire:
         value = _Sample_from_wire(wire, ctx)
@@ -955,14 +961,15 @@ def _Reading_from_wire(wire: _ReadingWire, ctx: _DecodeContext) -> Reading:
         value = wire.value
     else:  # pragma: no cover - msgspec admits no other type
         raise DecodeError(f"unexpected {type(wire).__name__}")
-    ctx.shared.append(value)
+    values.append(value)
     return value
 
 
 def _Event_to_wire(obj: Event, ctx: _EncodeContext) -> _EventWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    index = ctx.shared.get(id(obj))
+    seen = ctx.shared_ids("features.Event")
+    index = seen.get(id(obj))
     if index is not None:
         return _wire.StrTagRef(index)
     wire: _EventWire
@@ -976,13 +983,14 @@ def _Event_to_wire(obj: Event, ctx: _EncodeContext) -> _EventWire:
         wire = _Event_slice_2d_ofWire(_b.slice_to_wire(obj, ctx))
     else:
         raise EncodeError(f"expected one of Click, Key, bool, slice, got {type(obj).__name__}")
-    ctx.shared[id(obj)] = len(ctx.shared)
+    seen[id(obj)] = len(seen)
     return wire
 
 
 def _Event_from_wire(wire: _EventWire, ctx: _DecodeContext) -> Event:
+    values = ctx.shared_values("features.Event")
     if type(wire) is _wire.StrTagRef:
-        return ctx.shared_value(wire.index)  # type: ignore[no-any-return]
+        return ctx.shared_value(values, wire.index, "Event")  # type: ignore[no-any-return]
     value: Event
     if type(wire) is _ClickWire:
         value = _Click_from_wire(wire, ctx)
@@ -994,7 +1002,7 @@ def _Event_from_wire(wire: _EventWire, ctx: _DecodeContext) -> Event:
         value = wire.value
     else:  # pragma: no cover - msgspec admits no other type
         raise DecodeError(f"unexpected {type(wire).__name__}")
-    ctx.shared.append(value)
+    values.append(value)
     return value
 
 
@@ -1003,7 +1011,7 @@ def _Click_to_wire(obj: Click, ctx: _EncodeContext) -> _ClickWire:
     try:
         v_at = _common._Point_to_wire(obj.at, ctx)
         where = ".button"
-        v_button = _b.expect_int(obj.button, ctx)
+        v_button = _b.constrained(_b.expect_int(obj.button, ctx), ge=0, le=2)
     except EncodeError as e:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
@@ -1119,7 +1127,8 @@ def _Node_from_wire(wire: _NodeWire, ctx: _DecodeContext) -> Node:
 def _Expr_to_wire(obj: Expr, ctx: _EncodeContext) -> _ExprWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    index = ctx.shared.get(id(obj))
+    seen = ctx.shared_ids("features.Expr")
+    index = seen.get(id(obj))
     if index is not None:
         return _wire.IntTagRef(index)
     wire: _ExprWire
@@ -1131,13 +1140,14 @@ def _Expr_to_wire(obj: Expr, ctx: _EncodeContext) -> _ExprWire:
         wire = _Neg_to_wire(obj, ctx)
     else:
         raise EncodeError(f"expected one of Lit, Add, Neg, got {type(obj).__name__}")
-    ctx.shared[id(obj)] = len(ctx.shared)
+    seen[id(obj)] = len(seen)
     return wire
 
 
 def _Expr_from_wire(wire: _ExprWire, ctx: _DecodeContext) -> Expr:
+    values = ctx.shared_values("features.Expr")
     if type(wire) is _wire.IntTagRef:
-        return ctx.shared_value(wire.index)  # type: ignore[no-any-return]
+        return ctx.shared_value(values, wire.index, "Expr")  # type: ignore[no-any-return]
     value: Expr
     if type(wire) is _LitWire:
         value = _Lit_from_wire(wire, ctx)
@@ -1147,7 +1157,7 @@ def _Expr_from_wire(wire: _ExprWire, ctx: _DecodeContext) -> Expr:
         value = _Neg_from_wire(wire, ctx)
     else:  # pragma: no cover - msgspec admits no other type
         raise DecodeError(f"unexpected {type(wire).__name__}")
-    ctx.shared.append(value)
+    values.append(value)
     return value
 
 

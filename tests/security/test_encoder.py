@@ -1,0 +1,244 @@
+"""The encoder's side of the contract: EncodeError with a path, bounded depth, nothing partial."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import generated.multimodal as mm
+from mmcodec.runtime import errors
+from tests.security.samples import SAMPLES, kwargs_items, same
+
+E = mm.MultiModalFieldElem
+DEEPEST = "[0]" * 32
+
+
+def _elem(data: Any, field: Any = None) -> mm.MultiModalFieldElem:
+    return E(data, mm.BatchedField() if field is None else field)
+
+
+def _item(data: Any) -> mm.MultiModalKwargsItems:
+    return mm.MultiModalKwargsItems(
+        {"image": [mm.MultiModalKwargsItem({"pixel_values": _elem(data)})]}
+    )
+
+
+def _nested_strided() -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.nested warns that it is a prototype
+        return torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)])
+
+
+def _deep(levels: int, kind: type[Any] = list) -> Any:
+    value: Any = torch.zeros(1)
+    for _ in range(levels):
+        value = kind([value])
+    return value
+
+
+def _cycle() -> list[Any]:
+    loop: list[Any] = []
+    loop.append(loop)
+    return loop
+
+
+def test_encode_error_is_the_one_project_wide_value_error() -> None:
+    assert mm.EncodeError is errors.EncodeError
+    assert issubclass(mm.EncodeError, ValueError)
+
+
+@pytest.mark.parametrize("levels", [33, 1_000, 10_000])
+@pytest.mark.parametrize("kind", [list, tuple])
+def test_deep_nesting_is_an_encode_error_not_a_recursion_error(
+    levels: int, kind: type[Any]
+) -> None:
+    with pytest.raises(mm.EncodeError) as info:
+        mm.encode(_elem(_deep(levels, kind)))
+    assert type(info.value) is mm.EncodeError
+    assert str(info.value) == f"$.data{DEEPEST}: nested tensors deeper than 32 levels"
+
+
+def test_nesting_at_the_depth_limit_encodes() -> None:
+    elem = _elem(_deep(32))
+    assert mm.decode(mm.encode(elem), E) == elem
+
+
+def test_a_cycle_is_an_encode_error() -> None:
+    with pytest.raises(mm.EncodeError) as info:
+        mm.encode(_elem(_cycle()))
+    assert str(info.value) == f"$.data{DEEPEST}: nested tensors deeper than 32 levels"
+
+
+Case = tuple[Callable[[], Any], str, str]
+
+UNSUPPORTED: dict[str, Case] = {
+    "str data": (
+        lambda: _item("pixels"),
+        "$['image'][0]['pixel_values'].data",
+        "str is not a nested tensor (tensor, int, float, list or tuple)",
+    ),
+    "set data": (
+        lambda: _elem({1}),
+        "$.data",
+        "set is not a nested tensor (tensor, int, float, list or tuple)",
+    ),
+    "bool leaf": (
+        lambda: _elem([torch.zeros(1), True]),
+        "$.data[1]",
+        "bool is not a nested tensor (tensor, int, float, list or tuple)",
+    ),
+    "numpy array": (
+        lambda: _elem(np.zeros(3)),
+        "$.data",
+        "ndarray is not a nested tensor (tensor, int, float, list or tuple)",
+    ),
+    "int leaf beyond 64 bits": (
+        lambda: _elem([torch.zeros(1), (0, 2**64)]),
+        "$.data[1][1]",
+        f"int {2**64} does not fit in 64 bits (int64 or uint64)",
+    ),
+    "negative int leaf beyond 64 bits": (
+        lambda: _elem([-(2**63) - 1]),
+        "$.data[0]",
+        f"int {-(2**63) - 1} does not fit in 64 bits (int64 or uint64)",
+    ),
+    "slice bound beyond 64 bits": (
+        lambda: _elem(torch.zeros(1), mm.FlatField([slice(0, 1), slice(0, 2**70)])),
+        "$.field.slices[1]",
+        f"int {2**70} does not fit in 64 bits (int64 or uint64)",
+    ),
+    "float slice bound": (
+        lambda: _elem(torch.zeros(1), mm.FlatField([slice(0, 1.5)])),
+        "$.field.slices[0]",
+        "slice bounds must be int or None, got float",
+    ),
+    "list as a flat slice": (
+        lambda: _elem(torch.zeros(1), mm.FlatField([[slice(0, 1)]])),  # type: ignore[list-item]
+        "$.field.slices[0]",
+        "expected one of slice, tuple[slice, ...], got list",
+    ),
+    "batch size beyond 64 bits": (
+        lambda: _elem(torch.zeros(1), mm.SharedField(2**64)),
+        "$.field.batch_size",
+        f"int {2**64} does not fit in 64 bits (int64 or uint64)",
+    ),
+    "int keep_on_cpu": (
+        lambda: _elem(torch.zeros(1), mm.BatchedField(keep_on_cpu=1)),  # type: ignore[arg-type]
+        "$.field.keep_on_cpu",
+        "expected a bool, got int",
+    ),
+    "missing field variant": (
+        lambda: E(torch.zeros(1), None),  # type: ignore[arg-type]
+        "$.field",
+        "expected one of BatchedField, FlatField, SharedField, got NoneType",
+    ),
+    "non-str key": (
+        lambda: mm.MultiModalKwargsItem({1: _elem(torch.zeros(1))}),  # type: ignore[dict-item]
+        "$[1] (key)",
+        "expected a str, got int",
+    ),
+    "None as an item list": (
+        lambda: mm.MultiModalKwargsItems({"image": None}),  # type: ignore[dict-item]
+        "$['image']",
+        "expected a list, got NoneType",
+    ),
+    "list as is_embed": (
+        lambda: mm.PlaceholderRange(0, 1, is_embed=[True]),  # type: ignore[arg-type]
+        "$.is_embed",
+        "expected a tensor, got list",
+    ),
+    "offset beyond 64 bits": (
+        lambda: mm.PlaceholderRange(2**64, 1),
+        "$.offset",
+        f"int {2**64} does not fit in 64 bits (int64 or uint64)",
+    ),
+    "int as item data": (
+        lambda: mm.MultiModalFeatureSpec(
+            data=5,  # type: ignore[arg-type]
+            modality="image",
+            identifier="x",
+            mm_position=mm.PlaceholderRange(0, 1),
+        ),
+        "$.data",
+        "expected a dict, got int",
+    ),
+    "sparse tensor": (
+        lambda: _elem([torch.zeros(2), torch.zeros(3).to_sparse()]),
+        "$.data[1]",
+        "torch.sparse_coo tensors are not supported; convert to dense first",
+    ),
+    "meta tensor": (
+        lambda: _item(torch.empty(3, device="meta")),
+        "$['image'][0]['pixel_values'].data",
+        "meta tensors hold no data and cannot be encoded",
+    ),
+    "dtype without a byte layout": (
+        lambda: _elem(torch.zeros(2, dtype=torch.uint8).view(torch.bits8)),
+        "$.data",
+        "dtype torch.bits8 has no stable byte layout and cannot be encoded",
+    ),
+    "strided nested tensor": (
+        lambda: _elem([torch.zeros(1), _nested_strided()]),
+        "$.data[1]",
+        "nested tensors (torch.nested) are not supported; send a list of tensors",
+    ),
+    "not a schema type": (
+        lambda: {"pixel_values": _elem(torch.zeros(1))},
+        "$",
+        "dict is not a type of schema 'multimodal'; pass type= to say which one it is",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", UNSUPPORTED.values(), ids=list(UNSUPPORTED))
+def test_unsupported_values_raise_encode_error_with_path(case: Case) -> None:
+    make, path, message = case
+    value = make()
+    for encode in (mm.encode, mm.encode_bytes):
+        with pytest.raises(mm.EncodeError) as info:
+            encode(value)
+        assert type(info.value) is mm.EncodeError
+        assert (info.value.path, info.value.message) == (path, message)
+
+
+def test_a_failed_encode_leaves_no_state_behind() -> None:
+    # The codec holds no per-call state: a failure midway (after tensors were registered
+    # and views planned) changes nothing for the next call, and does not touch the input.
+    good = kwargs_items()
+    expected = [bytes(f) for f in mm.encode(good)]
+    bad = kwargs_items()
+    columns = torch.arange(12.0).reshape(3, 4)[:, 1:]
+    bad["image"][1]["extra"] = _elem([columns, "oops"])  # type: ignore[index]
+    with pytest.raises(mm.EncodeError) as info:
+        mm.encode(bad)
+    assert info.value.path == "$['image'][1]['extra'].data[1]"
+    assert not columns.is_contiguous()  # the input is as it was
+    assert [bytes(f) for f in mm.encode(good)] == expected
+
+
+@pytest.mark.parametrize("name", list(SAMPLES))
+def test_samples_encode_deterministically(name: str) -> None:
+    tp, make = SAMPLES[name]
+    first = [bytes(f) for f in mm.encode(make())]
+    second = [bytes(f) for f in mm.encode(make())]
+    assert first == second
+    assert same(mm.decode(first, tp), make())
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        (_elem(torch.zeros(1), mm.SharedField(-1)), "$.field.batch_size"),
+        (_elem(torch.zeros(1), mm.FlatField([slice(0, 1)], dim=-1)), "$.field.dim"),
+        (mm.PlaceholderRange(-1, 1), "$.offset"),
+    ],
+)
+def test_encoder_rejects_what_the_decoder_would(value: Any, path: str) -> None:
+    with pytest.raises(mm.EncodeError) as info:
+        mm.encode(value)
+    assert info.value.path == path
