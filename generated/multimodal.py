@@ -202,10 +202,10 @@ def _BatchedField_from_wire(wire: _BatchedFieldWire, ctx: _DecodeContext) -> Bat
 def _FlatSlice_to_wire(obj: FlatSlice, ctx: _EncodeContext) -> _FlatSliceWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared_ids("multimodal.FlatSlice")
-    index = seen.get(id(obj))
-    if index is not None:
-        return _wire.IntTagRef(index)
+    seen = ctx.shared["multimodal.FlatSlice"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     wire: _FlatSliceWire
     if type(obj) is slice:
         wire = _FlatSlice_0Wire(_b.slice_to_wire(obj, ctx))
@@ -213,14 +213,16 @@ def _FlatSlice_to_wire(obj: FlatSlice, ctx: _EncodeContext) -> _FlatSliceWire:
         wire = _FlatSlice_1Wire(_tuple_slice_etc_to_wire(obj, ctx))
     else:
         raise EncodeError(f"expected one of slice, tuple[slice, ...], got {type(obj).__name__}")
-    seen[id(obj)] = len(seen)
+    seen[id(obj)] = _wire.IntTagRef(len(seen))  # what later occurrences send
     return wire
 
 
 def _FlatSlice_from_wire(wire: _FlatSliceWire, ctx: _DecodeContext) -> FlatSlice:
-    values = ctx.shared_values("multimodal.FlatSlice")
+    values = ctx.shared["multimodal.FlatSlice"]
     if type(wire) is _wire.IntTagRef:
-        return ctx.shared_value(values, wire.index, "FlatSlice")  # type: ignore[no-any-return]
+        if wire.index < len(values):
+            return values[wire.index]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire.index, "FlatSlice")
     value: FlatSlice
     if type(wire) is _FlatSlice_0Wire:
         value = _b.slice_from_wire(wire.value, ctx)
@@ -298,10 +300,10 @@ def _BaseMultiModalField_to_wire(
 ) -> _BaseMultiModalFieldWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared_ids("multimodal.BaseMultiModalField")
-    index = seen.get(id(obj))
-    if index is not None:
-        return _wire.IntTagRef(index)
+    seen = ctx.shared["multimodal.BaseMultiModalField"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     wire: _BaseMultiModalFieldWire
     if isinstance(obj, BatchedField):
         wire = _BatchedField_to_wire(obj, ctx)
@@ -313,16 +315,18 @@ def _BaseMultiModalField_to_wire(
         raise EncodeError(
             f"expected one of BatchedField, FlatField, SharedField, got {type(obj).__name__}"
         )
-    seen[id(obj)] = len(seen)
+    seen[id(obj)] = _wire.IntTagRef(len(seen))  # what later occurrences send
     return wire
 
 
 def _BaseMultiModalField_from_wire(
     wire: _BaseMultiModalFieldWire, ctx: _DecodeContext
 ) -> BaseMultiModalField:
-    values = ctx.shared_values("multimodal.BaseMultiModalField")
+    values = ctx.shared["multimodal.BaseMultiModalField"]
     if type(wire) is _wire.IntTagRef:
-        return ctx.shared_value(values, wire.index, "BaseMultiModalField")  # type: ignore[no-any-return]
+        if wire.index < len(values):
+            return values[wire.index]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire.index, "BaseMultiModalField")
     value: BaseMultiModalField
     if type(wire) is _BatchedFieldWire:
         value = _BatchedField_from_wire(wire, ctx)

@@ -52,7 +52,10 @@ def nested_tensors_to_wire(value: NestedTensors, ctx: EncodeContext, depth: int 
 def nested_tensors_from_wire(node: NestedWire, ctx: DecodeContext, depth: int = 0) -> NestedTensors:
     kind = type(node)
     if kind is int:
-        return ctx.tensor(node)  # type: ignore[arg-type]
+        try:
+            return ctx.tensors[node]  # type: ignore[index]
+        except IndexError:
+            return ctx.tensor(node)  # type: ignore[arg-type]  # raises the DecodeError
     if kind is float:
         return node
     if kind is IntLeaf:

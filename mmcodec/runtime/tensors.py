@@ -13,6 +13,7 @@ anything, then builds each run with one numpy view and one torch call.
 from __future__ import annotations
 
 import warnings
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,17 +66,11 @@ class EncodeContext:
         self.ids: dict[int, int] = {}
         """id(tensor) -> its reference; the list of tensors keeps every id unique."""
         self.max_depth = max_depth
-        self.shared: dict[str, dict[int, int]] = {}
-        """Per union type: id(value) -> its index among that union's values sent so far.
-        Ids are stable: the object being encoded keeps every value it reaches alive."""
-
-    def shared_ids(self, union: str) -> dict[int, int]:
-        """The back-reference table of one union type (each union numbers its own values,
-        so a reference can never turn into a value of another type)."""
-        table = self.shared.get(union)
-        if table is None:
-            table = self.shared[union] = {}
-        return table
+        self.shared: defaultdict[str, dict[int, Any]] = defaultdict(dict)
+        """Per union type: id(value) -> the back-reference (to its index among that union's
+        values sent so far) that later occurrences send instead of the value.
+        Each union numbers its own values, so a back-reference can never name a value of
+        another type. Ids are stable: the object being encoded keeps every value alive."""
 
     def ref(self, value: object) -> int:
         """Register a tensor and return its reference (the same one for the same object)."""
@@ -341,21 +336,12 @@ class DecodeContext:
     def __init__(self, tensors: list[torch.Tensor], limits: Limits) -> None:
         self.tensors = tensors
         self.limits = limits
-        self.shared: dict[str, list[Any]] = {}
+        self.shared: defaultdict[str, list[Any]] = defaultdict(list)
         """Per union type: its values rebuilt so far, in the order they were first sent."""
 
-    def shared_values(self, union: str) -> list[Any]:
-        table = self.shared.get(union)
-        if table is None:
-            table = self.shared[union] = []
-        return table
-
     @staticmethod
-    def shared_value(values: list[Any], index: int, union: str) -> Any:
-        """The union value an ``IntTagRef``/``StrTagRef`` points back to."""
-        if index < len(values):
-            return values[index]
-        raise DecodeError(f"back-reference to {union} value {index}, but {len(values)} were sent")
+    def bad_back_reference(values: list[Any], index: int, union: str) -> DecodeError:
+        return DecodeError(f"back-reference to {union} value {index}, but {len(values)} were sent")
 
     def tensor(self, ref: int) -> torch.Tensor:
         try:
@@ -378,18 +364,27 @@ class RunError(Exception):
 class DiagnoseContext(DecodeContext):
     """Re-runs a rebuild to learn the path of the first value that uses a bad run."""
 
-    __slots__ = ("error", "refs")
+    __slots__ = ()
 
     def __init__(self, error: RunError, refs: list[int], limits: Limits) -> None:
-        super().__init__([], limits)
+        super().__init__(_Diagnose(error, refs), limits)  # type: ignore[arg-type]
+
+
+class _Diagnose:
+    """Stands in for the tensor list: indexing a tensor of the bad run raises its error."""
+
+    def __init__(self, error: RunError, refs: list[int]) -> None:
         self.error = error
         self.refs = refs
 
-    def tensor(self, ref: int) -> torch.Tensor:
+    def __getitem__(self, ref: int) -> torch.Tensor:
         position = self.refs[ref] if self.refs and 0 <= ref < len(self.refs) else ref
         if self.error.first <= position <= self.error.last:
             raise DecodeError(self.error.message)
         return _PLACEHOLDER
+
+    def __len__(self) -> int:
+        return len(self.refs) if self.refs else self.error.last + 1
 
 
 _PLACEHOLDER = torch.empty(0)

@@ -177,10 +177,10 @@ def _Polygon_from_wire(wire: _PolygonWire, ctx: _DecodeContext) -> Polygon:
 def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared_ids("bound.Shape")
-    index = seen.get(id(obj))
-    if index is not None:
-        return _wire.IntTagRef(index)
+    seen = ctx.shared["bound.Shape"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     wire: _ShapeWire
     if isinstance(obj, Point):
         wire = _Point_to_wire(obj, ctx)
@@ -190,14 +190,16 @@ def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
         wire = _Polygon_to_wire(obj, ctx)
     else:
         raise EncodeError(f"expected one of Point, Circle, Polygon, got {type(obj).__name__}")
-    seen[id(obj)] = len(seen)
+    seen[id(obj)] = _wire.IntTagRef(len(seen))  # what later occurrences send
     return wire
 
 
 def _Shape_from_wire(wire: _ShapeWire, ctx: _DecodeContext) -> Shape:
-    values = ctx.shared_values("bound.Shape")
+    values = ctx.shared["bound.Shape"]
     if type(wire) is _wire.IntTagRef:
-        return ctx.shared_value(values, wire.index, "Shape")  # type: ignore[no-any-return]
+        if wire.index < len(values):
+            return values[wire.index]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire.index, "Shape")
     value: Shape
     if type(wire) is _PointWire:
         value = _Point_from_wire(wire, ctx)

@@ -159,10 +159,10 @@ def _Labels_from_wire(wire: _LabelsWire, ctx: _DecodeContext) -> Labels:
 def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared_ids("common.Shape")
-    index = seen.get(id(obj))
-    if index is not None:
-        return _wire.StrTagRef(index)
+    seen = ctx.shared["common.Shape"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     wire: _ShapeWire
     if isinstance(obj, Circle):
         wire = _Circle_to_wire(obj, ctx)
@@ -170,14 +170,16 @@ def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
         wire = _Shape_polygonWire(_list_Point_to_wire(obj, ctx))
     else:
         raise EncodeError(f"expected one of Circle, list[Point], got {type(obj).__name__}")
-    seen[id(obj)] = len(seen)
+    seen[id(obj)] = _wire.StrTagRef(len(seen))  # what later occurrences send
     return wire
 
 
 def _Shape_from_wire(wire: _ShapeWire, ctx: _DecodeContext) -> Shape:
-    values = ctx.shared_values("common.Shape")
+    values = ctx.shared["common.Shape"]
     if type(wire) is _wire.StrTagRef:
-        return ctx.shared_value(values, wire.index, "Shape")  # type: ignore[no-any-return]
+        if wire.index < len(values):
+            return values[wire.index]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire.index, "Shape")
     value: Shape
     if type(wire) is _CircleWire:
         value = _Circle_from_wire(wire, ctx)

@@ -875,10 +875,10 @@ def _Sample_from_wire(wire: _SampleWire, ctx: _DecodeContext) -> Sample:
 def _Value_to_wire(obj: Value, ctx: _EncodeContext) -> _ValueWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared_ids("features.Value")
-    index = seen.get(id(obj))
-    if index is not None:
-        return _wire.IntTagRef(index)
+    seen = ctx.shared["features.Value"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     wire: _ValueWire
     if isinstance(obj, Sample):
         wire = _Sample_to_wire(obj, ctx)
@@ -902,14 +902,16 @@ def _Value_to_wire(obj: Value, ctx: _EncodeContext) -> _ValueWire:
         raise EncodeError(
             f"expected one of Sample, int, str, torch.Tensor, list[float], tuple[int, int], dict[str, int], Empty, bytes, got {type(obj).__name__}"
         )
-    seen[id(obj)] = len(seen)
+    seen[id(obj)] = _wire.IntTagRef(len(seen))  # what later occurrences send
     return wire
 
 
 def _Value_from_wire(wire: _ValueWire, ctx: _DecodeContext) -> Value:
-    values = ctx.shared_values("features.Value")
+    values = ctx.shared["features.Value"]
     if type(wire) is _wire.IntTagRef:
-        return ctx.shared_value(values, wire.index, "Value")  # type: ignore[no-any-return]
+        if wire.index < len(values):
+            return values[wire.index]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire.index, "Value")
     value: Value
     if type(wire) is _SampleWire:
         value = _Sample_from_wire(wire, ctx)
@@ -935,10 +937,10 @@ def _Value_from_wire(wire: _ValueWire, ctx: _DecodeContext) -> Value:
 def _Reading_to_wire(obj: Reading, ctx: _EncodeContext) -> _ReadingWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared_ids("features.Reading")
-    index = seen.get(id(obj))
-    if index is not None:
-        return _wire.IntTagRef(index)
+    seen = ctx.shared["features.Reading"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     wire: _ReadingWire
     if isinstance(obj, Sample):
         wire = _Sample_to_wire(obj, ctx)
@@ -946,14 +948,16 @@ def _Reading_to_wire(obj: Reading, ctx: _EncodeContext) -> _ReadingWire:
         wire = _Reading_1Wire(_b.expect_float(obj, ctx))
     else:
         raise EncodeError(f"expected one of Sample, float, got {type(obj).__name__}")
-    seen[id(obj)] = len(seen)
+    seen[id(obj)] = _wire.IntTagRef(len(seen))  # what later occurrences send
     return wire
 
 
 def _Reading_from_wire(wire: _ReadingWire, ctx: _DecodeContext) -> Reading:
-    values = ctx.shared_values("features.Reading")
+    values = ctx.shared["features.Reading"]
     if type(wire) is _wire.IntTagRef:
-        return ctx.shared_value(values, wire.index, "Reading")  # type: ignore[no-any-return]
+        if wire.index < len(values):
+            return values[wire.index]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire.index, "Reading")
     value: Reading
     if type(wire) is _SampleWire:
         value = _Sample_from_wire(wire, ctx)
@@ -968,10 +972,10 @@ def _Reading_from_wire(wire: _ReadingWire, ctx: _DecodeContext) -> Reading:
 def _Event_to_wire(obj: Event, ctx: _EncodeContext) -> _EventWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared_ids("features.Event")
-    index = seen.get(id(obj))
-    if index is not None:
-        return _wire.StrTagRef(index)
+    seen = ctx.shared["features.Event"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     wire: _EventWire
     if isinstance(obj, Click):
         wire = _Click_to_wire(obj, ctx)
@@ -983,14 +987,16 @@ def _Event_to_wire(obj: Event, ctx: _EncodeContext) -> _EventWire:
         wire = _Event_slice_2d_ofWire(_b.slice_to_wire(obj, ctx))
     else:
         raise EncodeError(f"expected one of Click, Key, bool, slice, got {type(obj).__name__}")
-    seen[id(obj)] = len(seen)
+    seen[id(obj)] = _wire.StrTagRef(len(seen))  # what later occurrences send
     return wire
 
 
 def _Event_from_wire(wire: _EventWire, ctx: _DecodeContext) -> Event:
-    values = ctx.shared_values("features.Event")
+    values = ctx.shared["features.Event"]
     if type(wire) is _wire.StrTagRef:
-        return ctx.shared_value(values, wire.index, "Event")  # type: ignore[no-any-return]
+        if wire.index < len(values):
+            return values[wire.index]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire.index, "Event")
     value: Event
     if type(wire) is _ClickWire:
         value = _Click_from_wire(wire, ctx)
@@ -1127,10 +1133,10 @@ def _Node_from_wire(wire: _NodeWire, ctx: _DecodeContext) -> Node:
 def _Expr_to_wire(obj: Expr, ctx: _EncodeContext) -> _ExprWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared_ids("features.Expr")
-    index = seen.get(id(obj))
-    if index is not None:
-        return _wire.IntTagRef(index)
+    seen = ctx.shared["features.Expr"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     wire: _ExprWire
     if isinstance(obj, Lit):
         wire = _Lit_to_wire(obj, ctx)
@@ -1140,14 +1146,16 @@ def _Expr_to_wire(obj: Expr, ctx: _EncodeContext) -> _ExprWire:
         wire = _Neg_to_wire(obj, ctx)
     else:
         raise EncodeError(f"expected one of Lit, Add, Neg, got {type(obj).__name__}")
-    seen[id(obj)] = len(seen)
+    seen[id(obj)] = _wire.IntTagRef(len(seen))  # what later occurrences send
     return wire
 
 
 def _Expr_from_wire(wire: _ExprWire, ctx: _DecodeContext) -> Expr:
-    values = ctx.shared_values("features.Expr")
+    values = ctx.shared["features.Expr"]
     if type(wire) is _wire.IntTagRef:
-        return ctx.shared_value(values, wire.index, "Expr")  # type: ignore[no-any-return]
+        if wire.index < len(values):
+            return values[wire.index]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire.index, "Expr")
     value: Expr
     if type(wire) is _LitWire:
         value = _Lit_from_wire(wire, ctx)
