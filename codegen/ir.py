@@ -7,6 +7,7 @@ names up again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -68,6 +69,29 @@ class OptionalOf:
 
 
 TypeExpr: TypeAlias = Builtin | Named | ListOf | VarTupleOf | TupleOf | DictOf | OptionalOf
+
+
+def spell(t: TypeExpr, leaf: Callable[[Builtin | Named], str], optional: str = "{} | None") -> str:
+    """Write a type expression in Python's generic syntax, its leaves spelled by ``leaf``.
+
+    The schema spelling, domain annotations and wire annotations differ only in how
+    they write leaves and optionals; this is the one walk over the structure.
+    """
+
+    def inner(x: TypeExpr) -> str:
+        return spell(x, leaf, optional)
+
+    if isinstance(t, (Builtin, Named)):
+        return leaf(t)
+    if isinstance(t, ListOf):
+        return f"list[{inner(t.item)}]"
+    if isinstance(t, VarTupleOf):
+        return f"tuple[{inner(t.item)}, ...]"
+    if isinstance(t, TupleOf):
+        return f"tuple[{', '.join(inner(i) for i in t.items)}]"
+    if isinstance(t, DictOf):
+        return f"dict[{inner(t.key)}, {inner(t.value)}]"
+    return optional.format(inner(t.inner))
 
 
 # -- declarations ------------------------------------------------------------------

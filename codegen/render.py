@@ -22,6 +22,16 @@ _TEMPLATES = Path(__file__).parent / "templates"
 
 _PRIMITIVE_DOMAIN = {"int": "int", "float": "float", "bool": "bool", "str": "str", "bytes": "bytes"}
 _IDENTITY_ON_DECODE = frozenset(_PRIMITIVE_DOMAIN)
+_DOMAIN_BUILTINS = {
+    "tensor": "torch.Tensor",
+    "nested_tensors": "_b.NestedTensors",
+    "slice": "slice",
+}
+_WIRE_BUILTINS = {
+    "tensor": "_wire.NonNegative",
+    "nested_tensors": "_wire.NestedWire",
+    "slice": "_wire.SliceWire",
+}
 
 
 def environment() -> jinja2.Environment:
@@ -74,23 +84,12 @@ class _Renderer:
     # -- annotations ---------------------------------------------------------------
 
     def domain_annotation(self, t: ir.TypeExpr) -> str:
-        if isinstance(t, ir.Builtin):
-            return {
-                "tensor": "torch.Tensor",
-                "nested_tensors": "_b.NestedTensors",
-                "slice": "slice",
-            }.get(t.name) or _PRIMITIVE_DOMAIN[t.name]
+        return ir.spell(t, self._domain_leaf)
+
+    def _domain_leaf(self, t: ir.Builtin | ir.Named) -> str:
         if isinstance(t, ir.Named):
             return self.domain_name(t)
-        if isinstance(t, ir.ListOf):
-            return f"list[{self.domain_annotation(t.item)}]"
-        if isinstance(t, ir.VarTupleOf):
-            return f"tuple[{self.domain_annotation(t.item)}, ...]"
-        if isinstance(t, ir.TupleOf):
-            return f"tuple[{', '.join(self.domain_annotation(i) for i in t.items)}]"
-        if isinstance(t, ir.DictOf):
-            return f"dict[{self.domain_annotation(t.key)}, {self.domain_annotation(t.value)}]"
-        return f"{self.domain_annotation(t.inner)} | None"
+        return _DOMAIN_BUILTINS.get(t.name) or _PRIMITIVE_DOMAIN[t.name]
 
     def wire_annotation(self, t: ir.TypeExpr, constraints: ir.Constraints | None = None) -> str:
         if isinstance(t, ir.OptionalOf):
@@ -102,23 +101,12 @@ class _Renderer:
         return base
 
     def _wire_base(self, t: ir.TypeExpr) -> str:
-        if isinstance(t, ir.Builtin):
-            return {
-                "tensor": "_wire.NonNegative",
-                "nested_tensors": "_wire.NestedWire",
-                "slice": "_wire.SliceWire",
-            }.get(t.name) or _PRIMITIVE_DOMAIN[t.name]
+        return ir.spell(t, self._wire_leaf)
+
+    def _wire_leaf(self, t: ir.Builtin | ir.Named) -> str:
         if isinstance(t, ir.Named):
             return self.wire_name(t)
-        if isinstance(t, ir.ListOf):
-            return f"list[{self.wire_annotation(t.item)}]"
-        if isinstance(t, ir.VarTupleOf):
-            return f"tuple[{self.wire_annotation(t.item)}, ...]"
-        if isinstance(t, ir.TupleOf):
-            return f"tuple[{', '.join(self.wire_annotation(i) for i in t.items)}]"
-        if isinstance(t, ir.DictOf):
-            return f"dict[{self.wire_annotation(t.key)}, {self.wire_annotation(t.value)}]"
-        raise AssertionError(t)
+        return _WIRE_BUILTINS.get(t.name) or _PRIMITIVE_DOMAIN[t.name]
 
     # -- conversions ---------------------------------------------------------------
 

@@ -742,19 +742,7 @@ def _describe(type_expr: ir.TypeExpr) -> str:
 
 def render_type(t: ir.TypeExpr) -> str:
     """The schema spelling of a type expression."""
-    if isinstance(t, ir.Builtin):
-        return t.name
-    if isinstance(t, ir.Named):
-        return t.name
-    if isinstance(t, ir.ListOf):
-        return f"list[{render_type(t.item)}]"
-    if isinstance(t, ir.VarTupleOf):
-        return f"tuple[{render_type(t.item)}, ...]"
-    if isinstance(t, ir.TupleOf):
-        return f"tuple[{', '.join(render_type(i) for i in t.items)}]"
-    if isinstance(t, ir.DictOf):
-        return f"dict[{render_type(t.key)}, {render_type(t.value)}]"
-    return f"optional[{render_type(t.inner)}]"
+    return ir.spell(t, lambda leaf: leaf.name, "optional[{}]")
 
 
 def _default(
