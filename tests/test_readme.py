@@ -1,4 +1,4 @@
-"""The README's code runs as written."""
+"""The README's code runs as written (```python blocks run; ```py blocks are fragments)."""
 
 from __future__ import annotations
 

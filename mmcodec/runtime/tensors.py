@@ -12,6 +12,7 @@ anything, then builds each run with one numpy view and one torch call.
 
 from __future__ import annotations
 
+import ctypes
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
@@ -242,11 +243,10 @@ def _one_run_per_tensor(
     for (_, name), ((start, _, tensor, shape),) in groups.items():
         info = BY_NAME[name]
         nbytes = info.itemsize * _numel(shape)
-        view = _byte_view(tensor, start, nbytes)
         if nbytes < inline_threshold:
-            runs.append(TensorRun(name, list(shape), memoryview(view.tobytes())))
+            runs.append(TensorRun(name, list(shape), _inline_bytes(tensor, start, nbytes)))
         else:
-            frames.append(memoryview(view))  # type: ignore[arg-type]
+            frames.append(memoryview(_byte_view(tensor, start, nbytes)))  # type: ignore[arg-type]
             runs.append(TensorRun(name, list(shape), len(frames)))
     return runs, [], frames
 
@@ -298,12 +298,11 @@ def _place_region(region: list[_Run], inline_threshold: int, frames: list[Frame]
             run.offset = 0
         return
     owner = _owner(region, end)
-    view = _byte_view(owner, start, end - start)
     if end - start < inline_threshold:
         for run in region:
-            run.data = memoryview(view[run.start - start : run.end - start].tobytes())
+            run.data = _inline_bytes(owner, run.start, run.end - run.start)
         return
-    frames.append(memoryview(view))  # type: ignore[arg-type]
+    frames.append(memoryview(_byte_view(owner, start, end - start)))  # type: ignore[arg-type]
     for run in region:
         run.data = len(frames)
         run.offset = run.start - start
@@ -316,6 +315,14 @@ def _owner(region: list[_Run], end: int) -> torch.Tensor:
             if tensor.untyped_storage().nbytes() >= end:
                 return tensor
     raise EncodeError("tensors share memory in a way the encoder cannot lay out")
+
+
+def _inline_bytes(owner: torch.Tensor, start: int, length: int) -> memoryview:
+    """A copy of ``length`` bytes of ``owner``'s storage from ``start`` (in bounds: the
+    caller planned the range inside the storage, and ``owner`` keeps it alive meanwhile)."""
+    if length == 0:
+        return memoryview(b"")
+    return memoryview(ctypes.string_at(owner.untyped_storage().data_ptr() + start, length))
 
 
 def _byte_view(owner: torch.Tensor, start: int, length: int) -> np.ndarray[Any, Any]:
