@@ -20,6 +20,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, Self, TypeAlias, cast
 
+import msgspec
 import torch
 
 from mmcodec.runtime.equality import values_equal
@@ -253,21 +254,18 @@ def _slice_spec_equal(a: object, b: object) -> bool:
     )
 
 
-class MultiModalFieldElem:
+class MultiModalFieldElem(msgspec.Struct, eq=False):
     """One item's data for one key, with the field that says how it merges into a batch.
 
     ``data`` is None when the item is cached on the receiving side and was not sent.
+    A msgspec Struct only for its C-level constructor: a request can hold hundreds of
+    elements, and a Python ``__init__`` would cost four times as much per element.
     """
 
-    __slots__ = ("data", "field")
     __hash__ = None  # type: ignore[assignment]
 
     data: NestedTensors | None
     field: BaseMultiModalField
-
-    def __init__(self, data: NestedTensors | None, field: BaseMultiModalField) -> None:
-        self.data = data
-        self.field = field
 
     def __eq__(self, other: object) -> bool:
         return (
