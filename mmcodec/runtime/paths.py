@@ -7,7 +7,7 @@ message body untyped to learn which union variant each tag selected.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any, Union
 
 import msgspec
 import msgspec.inspect as mi
@@ -42,6 +42,14 @@ def _translate(info: mi.Type, value: Any, segments: list[tuple[str, str]]) -> st
     out = "$"
     for index_text, _name in segments:
         info = _resolve_union(info, value)
+        if index_text == "..." and isinstance(info, mi.DictType) and isinstance(value, dict):
+            # msgspec does not say which entry: find the first value that fails alone.
+            key = _failing_key(info, value)
+            if key is _NO_KEY:
+                return None
+            out += f"[{key!r}]"
+            info, value = info.value_type, value[key]
+            continue
         if index_text == "..." or not index_text:
             return None
         index = int(index_text)
@@ -65,9 +73,14 @@ def _translate(info: mi.Type, value: Any, segments: list[tuple[str, str]]) -> st
 
 
 def _resolve_union(info: mi.Type, value: Any) -> mi.Type:
-    """Pick the union member a tagged array selects, or the only array-shaped one."""
+    """Pick the union member a tagged array selects, or the only array- or dict-shaped one."""
     while isinstance(info, mi.UnionType):
         candidates = [t for t in info.types if not isinstance(t, mi.NoneType)]
+        if isinstance(value, dict):
+            mappings = [t for t in candidates if isinstance(t, mi.DictType)]
+            if len(mappings) == 1:
+                info = mappings[0]
+                continue
         if isinstance(value, list) and value:
             tagged = [t for t in candidates if isinstance(t, mi.StructType) and t.tag == value[0]]
             if tagged:
@@ -84,3 +97,53 @@ def _resolve_union(info: mi.Type, value: Any) -> mi.Type:
             continue
         return info
     return info
+
+
+_NO_KEY = object()
+
+
+def _failing_key(info: mi.DictType, entries: dict[Any, Any]) -> Any:
+    value_type = _python_type(info.value_type)
+    for key, item in entries.items():
+        try:
+            msgspec.convert(item, value_type)
+        except msgspec.ValidationError:
+            return key
+    return _NO_KEY
+
+
+_CONSTRAINTS = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern")
+
+
+def _python_type(info: mi.Type) -> Any:
+    """The annotation msgspec would build ``info`` from (constraints included)."""
+    if isinstance(info, mi.StructType):
+        return info.cls
+    if isinstance(info, mi.UnionType):
+        members = tuple(_python_type(t) for t in info.types)
+        return Union[members]  # noqa: UP007 - built from a runtime tuple
+    if isinstance(info, mi.ListType):
+        base: Any = list[_python_type(info.item_type)]  # type: ignore[misc]
+    elif isinstance(info, mi.VarTupleType):
+        base = tuple[_python_type(info.item_type), ...]  # type: ignore[misc]
+    elif isinstance(info, mi.TupleType):
+        base = tuple[tuple(_python_type(t) for t in info.item_types)]  # type: ignore[misc]
+    elif isinstance(info, mi.DictType):
+        base = dict[_python_type(info.key_type), _python_type(info.value_type)]  # type: ignore[misc]
+    else:
+        simple = {
+            mi.IntType: int,
+            mi.FloatType: float,
+            mi.StrType: str,
+            mi.BytesType: bytes,
+            mi.BoolType: bool,
+            mi.NoneType: type(None),
+            mi.AnyType: Any,
+        }
+        base = simple.get(type(info))
+        if base is None:
+            raise TypeError(f"no annotation for {info!r}")
+    meta = {
+        name: getattr(info, name) for name in _CONSTRAINTS if getattr(info, name, None) is not None
+    }
+    return Annotated[base, msgspec.Meta(**meta)] if meta else base
