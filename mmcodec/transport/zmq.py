@@ -112,6 +112,7 @@ def send(
     type: Any = None,
     routing_id: bytes | None = None,
     flags: int = 0,
+    track: bool = True,
 ) -> zmq.MessageTracker | None:
     """Encode ``obj`` and send it as one multipart message.
 
@@ -120,8 +121,13 @@ def send(
     is queued, as libzmq counts whole messages against the high-water mark). Returns the
     tracker of the zero-copy parts, or None when every part was copied; do not mutate
     the tensors of ``obj`` until it is done (see the module docstring).
+
+    ``track=False`` skips the tracker (about 10 % of throughput for large messages over
+    ``ipc://``) and returns None: only for senders that never mutate or recycle a tensor
+    after sending it. The memory itself stays alive until ZMQ is done either way.
     """
-    return send_frames(socket, codec.encode(obj, type=type), routing_id=routing_id, flags=flags)
+    frames = codec.encode(obj, type=type)
+    return send_frames(socket, frames, routing_id=routing_id, flags=flags, track=track)
 
 
 def send_frames(
@@ -130,6 +136,7 @@ def send_frames(
     *,
     routing_id: bytes | None = None,
     flags: int = 0,
+    track: bool = True,
 ) -> zmq.MessageTracker | None:
     """Send already-encoded frames as one multipart message (see :func:`send`)."""
     if not frames:
@@ -145,8 +152,8 @@ def send_frames(
         part_flags = more if index < last else flags
         nbytes = frame.nbytes if type(frame) is memoryview else memoryview(frame).nbytes
         if nbytes >= COPY_THRESHOLD:
-            tracker = socket.send(frame, part_flags, copy=False, track=True)
-            if tracker is not None:
+            tracker = socket.send(frame, part_flags, copy=False, track=track)
+            if track and tracker is not None:
                 trackers.append(tracker)
         else:
             socket.send(frame, part_flags, copy=True)

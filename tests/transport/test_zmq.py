@@ -120,6 +120,18 @@ def test_large_parts_go_zero_copy_and_the_tracker_waits_for_the_receiver(
     assert tracker.done
 
 
+def test_untracked_sends_are_still_zero_copy_and_keep_the_memory(sockets: Sockets) -> None:
+    push, pull = pair(sockets, "untracked")
+    source = torch.arange(BIG, dtype=torch.float32)
+    assert mmzmq.send(push, mm, item(x=source), track=False) is None  # no tracker to wait on
+    address = source.data_ptr()
+    del source  # the frame still holds the storage: ZMQ reads it later
+    received = mmzmq.recv(pull, mm, mm.MultiModalKwargsItem)
+    x = tensor_of(received, "x")
+    assert x.data_ptr() == address  # inproc: the sender's memory, not a copy
+    assert torch.equal(x, torch.arange(BIG, dtype=torch.float32))
+
+
 @pytest.mark.parametrize("held", [1, 2])
 def test_the_tracker_covers_every_zero_copy_part(sockets: Sockets, held: int) -> None:
     push, pull = pair(sockets, "parts")
