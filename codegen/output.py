@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +117,3 @@ def _extra_files(plan: Plan, out_dir: Path) -> list[Path]:
         if path.relative_to(out_dir).as_posix() not in plan.files:
             found.append(path)
     return found
-
-
-def python_executable() -> str:
-    return sys.executable

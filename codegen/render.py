@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import jinja2
@@ -174,7 +174,7 @@ class _Renderer:
         domain, wire = self.domain_annotation(t), self.wire_annotation(t)
         if to_wire and isinstance(t, ir.ListOf):
             domain = f"Sequence[{self.domain_annotation(t.item)}]"  # encoding accepts tuples too
-        self.helpers[name] = Helper(  # registered first: recursive types refer to themselves
+        helper = Helper(
             name=name,
             kind=kind,
             direction=direction,
@@ -184,17 +184,12 @@ class _Renderer:
             item_types=(),
             what=_what(kind),
         )
-        convs = tuple(convert(i) for i in items)
+        self.helpers[name] = helper  # registered first: recursive types refer to themselves
         annotate = self.wire_annotation if to_wire else self.domain_annotation
-        self.helpers[name] = Helper(
-            name,
-            kind,
-            direction,
-            domain if to_wire else wire,
-            wire if to_wire else domain,
-            convs,
-            tuple(annotate(i) for i in items),
-            _what(kind),
+        self.helpers[name] = replace(
+            helper,
+            item_convs=tuple(convert(i) for i in items),
+            item_types=tuple(annotate(i) for i in items),
         )
         return name
 
@@ -405,8 +400,6 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
                     "default": _literal(f.default.value)
                     if isinstance(f.default, ir.Default)
                     else None,
-                    "mutable_default": isinstance(f.default, ir.Default)
-                    and isinstance(f.default.value, (list, dict)),
                     "to_wire": r.to_wire(f.type),
                     "from_wire": r.from_wire(f.type),
                     "to_wire_expr": _constrained(
@@ -426,7 +419,6 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
             variants.append(
                 {
                     "tag": repr(v.tag),
-                    "tag_name": str(v.tag),
                     "domain": r.domain_annotation(v.type),
                     "check": _isinstance_check(r, v.type),
                     "wrapped": not named_struct,

@@ -201,8 +201,9 @@ class FlatField(BaseMultiModalField):
         return (
             isinstance(other, FlatField)
             and super().__eq__(other)
-            and len(self.slices) == len(other.slices)
-            and all(map(_slice_spec_equal, self.slices, other.slices))
+            # The container may be a list or a tuple; each entry's kind (slice or tuple
+            # of slices) and bounds must match exactly.
+            and values_equal(list(self.slices), list(other.slices))
         )
 
     def __repr__(self) -> str:
@@ -235,23 +236,6 @@ class SharedField(BaseMultiModalField):
 
     def __repr__(self) -> str:
         return f"SharedField(batch_size={self.batch_size!r}, keep_on_cpu={self.keep_on_cpu!r})"
-
-
-def _slice_equal(a: object, b: object) -> bool:
-    """Exact slice equality: bounds compare by type too (``3`` is not ``3.0``)."""
-    return (
-        type(a) is slice
-        and type(b) is slice
-        and values_equal((a.start, a.stop, a.step), (b.start, b.stop, b.step))
-    )
-
-
-def _slice_spec_equal(a: object, b: object) -> bool:
-    if type(a) is slice:
-        return _slice_equal(a, b)
-    return (
-        type(a) is tuple and type(b) is tuple and len(a) == len(b) and all(map(_slice_equal, a, b))
-    )
 
 
 class MultiModalFieldElem(msgspec.Struct, eq=False):

@@ -1,28 +1,24 @@
 """Rebuild functions for the schema language's built-in types: nested tensors and slices.
 
-Lists are converted with a comprehension; only when an element fails is the list
-walked again to find the index for the error path (rebuilding is pure, so the
-second walk sees the same failure).
+Containers are converted with plain loops, so that a failing element's index is known
+when the error is raised and added to its path; nothing is converted twice.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
 from mmcodec.runtime.equality import values_equal
-from mmcodec.runtime.errors import CodecError, DecodeError, EncodeError
+from mmcodec.runtime.errors import DecodeError, EncodeError
 from mmcodec.runtime.tensors import DecodeContext, EncodeContext
 from mmcodec.runtime.wire import IntLeaf, ListNode, NestedWire, SliceWire, TupleNode
 
 NestedTensors = Any
 """``torch.Tensor | int | float | list[NestedTensors] | tuple[NestedTensors, ...]``."""
-
-_Ctx = TypeVar("_Ctx", EncodeContext, DecodeContext)
-_Err = TypeVar("_Err", bound=CodecError)
 
 
 def nested_tensors_to_wire(value: NestedTensors, ctx: EncodeContext, depth: int = 0) -> NestedWire:
@@ -33,8 +29,8 @@ def nested_tensors_to_wire(value: NestedTensors, ctx: EncodeContext, depth: int 
     if kind is list or kind is tuple:
         if depth >= ctx.max_depth:
             raise EncodeError(f"nested tensors deeper than {ctx.max_depth} levels")
-        # A loop, not a comprehension + locate_failure: re-walking a failed child at
-        # every level would cost 2**depth (a hang at the depth limit).
+        # A loop: the failing index is known without re-walking the child (re-walking at
+        # every level would cost 2**depth, a hang at the depth limit).
         items: list[NestedWire] = []
         try:
             for item in value:
@@ -63,8 +59,7 @@ def nested_tensors_from_wire(node: NestedWire, ctx: DecodeContext, depth: int = 
     items = node.items  # type: ignore[union-attr]
     if depth >= ctx.limits.max_depth:
         raise DecodeError(f"nested tensors deeper than {ctx.limits.max_depth} levels")
-    if len(items) > ctx.limits.max_elements:
-        raise DecodeError(f"{len(items)} elements exceed the limit of {ctx.limits.max_elements}")
+    check_count(len(items), ctx)
     values: list[NestedTensors] = []  # a loop: see nested_tensors_to_wire
     try:
         for item in items:

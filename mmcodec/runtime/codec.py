@@ -73,7 +73,6 @@ class SchemaCodec:
         self.schema = schema
         self.major = major
         self._by_python_type = {t.python_type: t for t in types}
-        self._by_name = {t.name: t for t in types}
 
     # -- encoding ---------------------------------------------------------------------
 

@@ -19,6 +19,8 @@ class DtypeInfo:
     torch_dtype: torch.dtype
     itemsize: int
     numpy_carrier: np.dtype[np.generic]
+    carrier: torch.dtype
+    """The torch dtype of ``numpy_carrier``: what the tensor is viewed as to reach numpy."""
     needs_view: bool
     """True when numpy has no such dtype and the carrier tensor must be re-viewed."""
 
@@ -62,6 +64,7 @@ def _build_table() -> dict[str, DtypeInfo]:
             torch_dtype=torch_dtype,
             itemsize=torch_dtype.itemsize,
             numpy_carrier=np_dtype,
+            carrier=torch.from_numpy(np.empty(0, np_dtype)).dtype,
             needs_view=name in _VIA_CARRIER,
         )
     return table

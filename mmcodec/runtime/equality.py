@@ -51,4 +51,6 @@ def values_equal(a: Any, b: Any) -> bool:
         return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, Mapping):
         return list(a.keys()) == list(b.keys()) and all(values_equal(a[k], b[k]) for k in a)
+    if type(a) is slice:  # bounds compare by type too: slice(0, 3) is not slice(0, 3.0)
+        return values_equal((a.start, a.stop, a.step), (b.start, b.stop, b.step))
     return bool(a == b)

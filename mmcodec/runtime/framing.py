@@ -29,6 +29,16 @@ def _align(n: int) -> int:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
+def _flat_bytes(view: memoryview, what: str) -> memoryview:
+    """The same memory as a 1-D view of bytes; ``what`` names it in the error."""
+    if not view.c_contiguous:  # a strided 1-D byte view too
+        raise DecodeError(f"{what} is not contiguous memory")
+    if view.format != "B" or view.ndim != 1:
+        # cast() refuses a shape with a zero in it: an empty frame is just empty.
+        return view.cast("B") if view.nbytes else memoryview(b"")
+    return view
+
+
 def as_byte_views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:
     """One flat byte memoryview per frame, with the frame count and sizes bounded."""
     try:
@@ -48,11 +58,7 @@ def as_byte_views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:
             raise DecodeError(
                 f"frame {number} is a {type(frame).__name__}, not a bytes-like object"
             ) from None
-        if not view.c_contiguous:  # a strided 1-D byte view too
-            raise DecodeError(f"frame {number} is not contiguous memory")
-        if view.format != "B" or view.ndim != 1:
-            # cast() refuses a shape with a zero in it: an empty frame is just empty.
-            view = view.cast("B") if view.nbytes else memoryview(b"")
+        view = _flat_bytes(view, f"frame {number}")
         total += view.nbytes
         views.append(view)
     if views[0].nbytes > limits.max_header_bytes:
@@ -86,10 +92,7 @@ def split(buffer: Any, limits: Limits) -> list[memoryview]:
         view = memoryview(buffer)
     except TypeError:
         raise DecodeError(f"expected a bytes-like buffer, got {type(buffer).__name__}") from None
-    if not view.c_contiguous:  # a strided 1-D byte view too
-        raise DecodeError("buffer is not contiguous memory")
-    if view.format != "B" or view.ndim != 1:
-        view = view.cast("B") if view.nbytes else memoryview(b"")
+    view = _flat_bytes(view, "buffer")
     size = view.nbytes
     if size > limits.max_total_bytes:
         raise DecodeError(f"{size} bytes exceed the limit of {limits.max_total_bytes}")

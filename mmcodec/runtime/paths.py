@@ -16,12 +16,6 @@ _AT = re.compile(r"^(?P<message>.*) - at `(?P<path>\$.*)`$", re.DOTALL)
 _SEGMENT = re.compile(r"\[(\d+|\.\.\.)\]|\.(\w+)")
 
 
-def describe_validation_error(text: str, wire_type: Any, raw: Any) -> str:
-    """``"<schema path>: <msgspec's message>"`` for a ValidationError raised on ``raw``."""
-    path, message = locate_validation_error(text, wire_type, raw)
-    return f"{path}: {message}"
-
-
 def locate_validation_error(text: str, wire_type: Any, raw: Any) -> tuple[str, str]:
     """``(schema path, msgspec's message)`` for a ValidationError raised on ``raw``."""
     match = _AT.match(text)

@@ -321,17 +321,10 @@ def _tensor_bytes(tensor: torch.Tensor, info: DtypeInfo, start: int, nbytes: int
     """A tensor's own bytes, zero-copy, through ``Tensor.numpy`` (half the cost of
     :func:`_byte_view`); the array, and so the frame, keeps the storage alive."""
     try:
-        carrier = tensor.view(_TORCH_CARRIERS[info.name]) if info.needs_view else tensor
+        carrier = tensor.view(info.carrier) if info.needs_view else tensor
         return memoryview(carrier.numpy().reshape(-1)).cast("B")  # type: ignore[arg-type]
     except (RuntimeError, TypeError, ValueError):  # e.g. requires_grad: the general way
         return memoryview(_byte_view(tensor, start, nbytes))  # type: ignore[arg-type]
-
-
-_TORCH_CARRIERS = {
-    name: torch.from_numpy(np.empty(0, info.numpy_carrier)).dtype
-    for name, info in BY_NAME.items()
-    if info.needs_view
-}
 
 
 def _inline_bytes(owner: torch.Tensor, start: int, length: int) -> memoryview:
@@ -434,21 +427,18 @@ def build_tensors(
     # body, or an entry of the refs table), so a header of n bytes holds at most n
     # tensors: a few bytes cannot ask for a million empty tensors.
     max_tensors = min(limits.max_elements, frames[0].nbytes)
-
-    def room_for(first: int) -> int:
-        return max_tensors - first
-
     for index, run in enumerate(runs):
         first = len(out)
+        room = max_tensors - first
         try:
-            built = _build_run(run, frames, used, limits, copy, room_for(first))
+            built = _build_run(run, frames, used, limits, copy, room)
         except RunError as e:
             e.first = first
             # A run whose count is itself bad claims every position after it.
-            e.last = first + e.count - 1 if 1 <= e.count <= room_for(first) else 1 << 63
+            e.last = first + e.count - 1 if 1 <= e.count <= room else 1 << 63
             e.message = f"{e.message} (tensor run {index})"
             raise
-        if type(built) is list:
+        if type(built) is tuple:
             out.extend(built)
         else:
             out.append(built)  # type: ignore[arg-type]
@@ -471,7 +461,7 @@ def _build_run(
     limits: Limits,
     copy: bool,
     room: int,
-) -> torch.Tensor | list[torch.Tensor]:
+) -> torch.Tensor | tuple[torch.Tensor, ...]:
     count = run.count
     info = BY_NAME.get(run.dtype)
     if info is None:
@@ -530,7 +520,7 @@ def _build_run(
         tensor = tensor.view(info.torch_dtype)
     if count == 1:
         return tensor
-    return list(tensor.unbind(0))
+    return tensor.unbind(0)
 
 
 _OVER_ALIGNED = frozenset({"complex64", "complex128"})
