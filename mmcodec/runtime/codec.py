@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from mmcodec.runtime import framing
-from mmcodec.runtime.errors import CodecError, DecodeError, EncodeError
+from mmcodec.runtime.errors import DecodeError, EncodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 from mmcodec.runtime.paths import locate_validation_error
 from mmcodec.runtime.tensors import (
@@ -143,8 +143,6 @@ class SchemaCodec:
             raise
         except RecursionError:
             raise DecodeError("message nested too deeply") from None
-        except CodecError as e:  # pragma: no cover - rebuild code raises DecodeError only
-            raise DecodeError(e.message) from None
         except Exception as e:  # the contract: nothing but DecodeError escapes
             # e.__class__, not type(e): the parameter ``type`` shadows the builtin here.
             raise DecodeError(f"rejected ({e.__class__.__name__}: {e})") from e
