@@ -51,6 +51,19 @@ Untrusted peers
     (per part; libzmq disconnects a peer that exceeds it) and the high-water marks;
     ``limits`` then bounds frame count, sizes and nesting before anything is built.
 
+Shared memory (same host, opt-in on both sides)
+    ``send(..., shm=pool)`` with a :class:`~mmcodec.transport.shm.SharedMemoryPool` copies
+    each payload frame of at least ``pool.min_frame_bytes`` into the pool's segment (one
+    copy, instead of ZMQ's two through the kernel) and sends ``[control, header, other
+    frames...]``, where the control part says where each frame lies; a frame that finds
+    no room goes through ZMQ as above, and a message with nothing in the pool is sent
+    plain. Frames copied into the pool free their tensors at once: mutate them whenever
+    you like after ``send`` returns (the tracker covers only what ZMQ still reads).
+    ``recv(..., shm=attacher)`` with a :class:`~mmcodec.transport.shm.SharedMemoryAttacher`
+    decodes tensors that view the shared pages; without one a control part is a
+    DecodeError, so a default receiver never opens a file a peer names. Read
+    :mod:`mmcodec.transport.shm` for the trust this requires and the release protocol.
+
 Sockets are not thread-safe; neither are :class:`Sender` objects. The encode and
 decode functions hold no shared state, so threads with their own sockets may share a
 codec.
@@ -65,7 +78,15 @@ from typing import Any, Final, Protocol, TypeVar
 
 import zmq
 
+from mmcodec.runtime.errors import DecodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
+from mmcodec.transport.shm import (
+    SharedMemoryAttacher,
+    SharedMemoryPool,
+    Staged,
+    drop_locals,
+    is_control,
+)
 
 __all__ = [
     "COPY_THRESHOLD",
@@ -113,6 +134,7 @@ def send(
     routing_id: bytes | None = None,
     flags: int = 0,
     track: bool = True,
+    shm: SharedMemoryPool | None = None,
 ) -> zmq.MessageTracker | None:
     """Encode ``obj`` and send it as one multipart message.
 
@@ -125,9 +147,12 @@ def send(
     ``track=False`` skips the tracker (about 10 % of throughput for large messages over
     ``ipc://``) and returns None: only for senders that never mutate or recycle a tensor
     after sending it. The memory itself stays alive until ZMQ is done either way.
+
+    ``shm`` (a pool; the receiver needs an attacher) copies large frames into shared
+    memory instead: their tensors may be mutated as soon as this returns.
     """
     frames = codec.encode(obj, type=type)
-    return send_frames(socket, frames, routing_id=routing_id, flags=flags, track=track)
+    return _send_message(socket, frames, routing_id, flags, track, shm)[0]
 
 
 def send_frames(
@@ -137,26 +162,66 @@ def send_frames(
     routing_id: bytes | None = None,
     flags: int = 0,
     track: bool = True,
+    shm: SharedMemoryPool | None = None,
 ) -> zmq.MessageTracker | None:
     """Send already-encoded frames as one multipart message (see :func:`send`)."""
+    return _send_message(socket, frames, routing_id, flags, track, shm)[0]
+
+
+def _send_message(
+    socket: zmq.Socket[Any],
+    frames: Sequence[Any],
+    routing_id: bytes | None,
+    flags: int,
+    track: bool,
+    shm: SharedMemoryPool | None,
+) -> tuple[zmq.MessageTracker | None, Sequence[Any]]:
+    """Send one message; returns its tracker and the frames that went through ZMQ."""
     if not frames:
         raise ValueError("a message has at least one frame (the header)")
     if flags & zmq.SNDMORE:
         raise ValueError("flags must not include SNDMORE: a call sends one whole message")
+    staged = shm.stage(frames) if shm is not None else None
+    if staged is None:
+        return _send_parts(socket, frames, routing_id, flags, track), frames
+    parts = [staged.control, *staged.parts]
+    return _send_parts(socket, parts, routing_id, flags, track, shm, staged), staged.parts
+
+
+def _send_parts(
+    socket: zmq.Socket[Any],
+    parts: Sequence[Any],
+    routing_id: bytes | None,
+    flags: int,
+    track: bool,
+    shm: SharedMemoryPool | None = None,
+    staged: Staged | None = None,
+) -> zmq.MessageTracker | None:
     more = flags | zmq.SNDMORE
-    if routing_id is not None:
-        socket.send(routing_id, more)
-    trackers: list[zmq.MessageTracker] = []
-    last = len(frames) - 1
-    for index, frame in enumerate(frames):
-        part_flags = more if index < last else flags
-        nbytes = frame.nbytes if type(frame) is memoryview else memoryview(frame).nbytes
-        if nbytes >= COPY_THRESHOLD:
-            tracker = socket.send(frame, part_flags, copy=False, track=track)
-            if track and tracker is not None:
-                trackers.append(tracker)
-        else:
-            socket.send(frame, part_flags, copy=True)
+    queued = False
+    try:
+        if routing_id is not None:
+            socket.send(routing_id, more)
+            queued = True
+        trackers: list[zmq.MessageTracker] = []
+        last = len(parts) - 1
+        for index, part in enumerate(parts):
+            part_flags = more if index < last else flags
+            nbytes = part.nbytes if type(part) is memoryview else memoryview(part).nbytes
+            if nbytes >= COPY_THRESHOLD:
+                tracker = socket.send(part, part_flags, copy=False, track=track)
+                if track and tracker is not None:
+                    trackers.append(tracker)
+            else:
+                socket.send(part, part_flags, copy=True)
+            queued = True
+    except BaseException:
+        # Nothing queued (zmq.Again of a full queue, say): no receiver will ever see
+        # these regions, so the pool takes them back. Once a part is queued, the
+        # message may still be delivered: the regions stay out (a leak, never a reuse).
+        if not queued and shm is not None and staged is not None:
+            shm.cancel(staged)
+        raise
     return zmq.MessageTracker(*trackers) if trackers else None
 
 
@@ -168,18 +233,48 @@ def recv(
     copy: bool = False,
     limits: Limits = DEFAULT_LIMITS,
     flags: int = 0,
+    shm: SharedMemoryAttacher | None = None,
 ) -> _T:
     """Receive one multipart message and decode a ``type`` from it, zero-copy.
 
     Raises DecodeError for a malformed message (consumed; the socket stays usable) and
     ``zmq.Again`` when ``flags`` has ``zmq.NOBLOCK`` or the socket's ``RCVTIMEO``
-    expires with nothing to receive.
+    expires with nothing to receive. ``shm`` accepts messages whose large frames lie in
+    a sender's shared memory (see :mod:`mmcodec.transport.shm`); without it they are a
+    DecodeError.
     """
     # zmq.Frame exposes its message memory through the buffer protocol: the decoder's
     # views of it keep the Frame (and so the message) alive. Passing the Frames as they
     # are lets the decoder check the part count before touching any part.
     parts = socket.recv_multipart(flags, copy=False)
-    decoded: _T = codec.decode(parts, type, copy=copy, limits=limits)
+    return _decode(codec, parts, type, copy, limits, shm)
+
+
+def _decode(
+    codec: Codec,
+    parts: list[Any],
+    type: type[_T],
+    copy: bool,
+    limits: Limits,
+    shm: SharedMemoryAttacher | None,
+) -> _T:
+    first = parts[0].buffer if parts else None
+    if first is None or not is_control(first):
+        decoded: _T = codec.decode(parts, type, copy=copy, limits=limits)
+        return decoded
+    if shm is None:
+        raise DecodeError(
+            "the message holds frames in shared memory, but shared memory is not enabled "
+            "on this receiver (pass shm=SharedMemoryAttacher() to accept them)"
+        )
+    frames = shm.frames(first, parts[1:], limits)
+    try:
+        decoded = codec.decode(frames, type, copy=copy, limits=limits)
+    except Exception as e:
+        # Release the shared regions now: the traceback would keep views of them.
+        frames.clear()
+        drop_locals(e)
+        raise
     return decoded
 
 
@@ -191,6 +286,7 @@ def recv_routed(
     copy: bool = False,
     limits: Limits = DEFAULT_LIMITS,
     flags: int = 0,
+    shm: SharedMemoryAttacher | None = None,
 ) -> tuple[bytes, _T]:
     """Receive on a ROUTER socket: ``(routing id, decoded value)``.
 
@@ -199,8 +295,7 @@ def recv_routed(
     """
     parts = socket.recv_multipart(flags, copy=False)
     routing_id = parts[0].bytes
-    decoded: _T = codec.decode(parts[1:], type, copy=copy, limits=limits)
-    return routing_id, decoded
+    return routing_id, _decode(codec, parts[1:], type, copy, limits, shm)
 
 
 class Sender:
@@ -217,16 +312,27 @@ class Sender:
         if sender.wait(timeout=5.0):
             recycle(buffers)
 
+    With ``shm`` (a :class:`~mmcodec.transport.shm.SharedMemoryPool`), frames copied
+    into shared memory are not held: only what ZMQ still reads zero-copy is.
+
     Not thread-safe (nor is the socket).
     """
 
-    __slots__ = ("_codec", "_in_flight", "_socket", "_type")
+    __slots__ = ("_codec", "_in_flight", "_shm", "_socket", "_type")
 
-    def __init__(self, socket: zmq.Socket[Any], codec: Codec, *, type: Any = None) -> None:
+    def __init__(
+        self,
+        socket: zmq.Socket[Any],
+        codec: Codec,
+        *,
+        type: Any = None,
+        shm: SharedMemoryPool | None = None,
+    ) -> None:
         self._socket = socket
         self._codec = codec
         self._type = type
-        self._in_flight: deque[tuple[zmq.MessageTracker, list[memoryview]]] = deque()
+        self._shm = shm
+        self._in_flight: deque[tuple[zmq.MessageTracker, Sequence[Any]]] = deque()
 
     def send(
         self,
@@ -238,10 +344,10 @@ class Sender:
     ) -> zmq.MessageTracker | None:
         """Send ``obj`` (see :func:`send`); returns its tracker, or None if all was copied."""
         frames = self._codec.encode(obj, type=self._type if type is None else type)
-        tracker = send_frames(self._socket, frames, routing_id=routing_id, flags=flags)
+        tracker, sent = _send_message(self._socket, frames, routing_id, flags, True, self._shm)
         self._reap()
         if tracker is not None and not tracker.done:
-            self._in_flight.append((tracker, frames))
+            self._in_flight.append((tracker, sent))
         return tracker
 
     def pending(self) -> int:
