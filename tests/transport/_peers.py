@@ -13,11 +13,18 @@ Roles::
     pull-sequence ENDPOINT GO_ENDPOINT COUNT
                                   PULL with a one-message queue; wait for a message on
                                   GO_ENDPOINT, then check COUNT buffer-pool messages
+    pull-shm ENDPOINT PLAN        PULL with a shared-memory attacher; verify each value
+                                  and count its large tensors that view shared pages
+    pull-shm-hold ENDPOINT PLAN   the same, but hold the first value to the end and
+                                  check it once more then
+    pull-shm-die ENDPOINT PLAN    the same, holding every value, then exit at once
+                                  (``os._exit``): nothing is ever released
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, Final
 
@@ -25,8 +32,9 @@ import torch
 import zmq
 
 import generated.multimodal as mm
-from bench.payloads import PAYLOADS
+from bench.payloads import PAYLOADS, iter_tensors
 from mmcodec.transport import zmq as mmzmq
+from mmcodec.transport.shm import SharedMemoryAttacher
 
 TIMEOUT_MS: Final = 20_000
 """Every blocking socket call of a test gives up after this long instead of hanging."""
@@ -34,6 +42,8 @@ TIMEOUT_MS: Final = 20_000
 POOL_SIZE: Final = 3
 POOL_A_ELEMENTS: Final = 1 << 18  # int32: 1 MiB, one zero-copy part
 POOL_B_ELEMENTS: Final = 48 << 10  # int32: 192 KiB, another zero-copy part
+LARGE: Final = 64 << 10
+"""Tensors of at least this many bytes travel in shared memory when the pool has room."""
 
 
 def configure(socket: zmq.Socket[Any], linger_ms: int = 0) -> None:
@@ -120,6 +130,41 @@ def _pull_sequence(context: zmq.Context[Any], endpoint: str, go_endpoint: str, c
     return results
 
 
+def shared_counts(value: Any, attacher: SharedMemoryAttacher) -> list[int]:
+    """``[large tensors that view a mapped segment, large tensors]`` of a decoded value."""
+    spans = list(attacher.mapped().values())
+    large = [t for t in iter_tensors(value) if t.nbytes >= LARGE]
+    shared = [
+        t
+        for t in large
+        if any(a <= t.data_ptr() and t.data_ptr() + t.nbytes <= a + n for a, n in spans)
+    ]
+    return [len(shared), len(large)]
+
+
+def _pull_shm(
+    context: zmq.Context[Any], endpoint: str, plan: list[list[Any]], hold: str, held: list[Any]
+) -> Any:
+    """``hold``: "none", "first" (and recheck it at the end) or "all" (into ``held``)."""
+    pull = context.socket(zmq.PULL)
+    configure(pull)
+    pull.connect(endpoint)
+    results: list[Any] = []
+    with SharedMemoryAttacher() as attacher:
+        for name, seed in plan:
+            received = mmzmq.recv(pull, mm, mm.MultiModalKwargsItems, shm=attacher)
+            ok = received == PAYLOADS[name](seed)
+            results.append([name, seed, ok, *shared_counts(received, attacher)])
+            if hold == "all" or (hold == "first" and not held):
+                held.append(received)
+            del received
+        if hold == "first":
+            name, seed = plan[0]
+            results.append(["first, at the end", seed, held[0] == PAYLOADS[name](seed)])
+    pull.close()
+    return results
+
+
 def main(argv: list[str]) -> int:
     role, endpoint, *args = argv
     context: zmq.Context[Any] = zmq.Context()
@@ -130,6 +175,14 @@ def main(argv: list[str]) -> int:
             result = _router_echo(context, endpoint, json.loads(args[0]))
         elif role == "pull-sequence":
             result = _pull_sequence(context, endpoint, args[0], int(args[1]))
+        elif role in ("pull-shm", "pull-shm-hold", "pull-shm-die"):
+            hold = {"pull-shm": "none", "pull-shm-hold": "first", "pull-shm-die": "all"}[role]
+            held: list[Any] = []
+            result = _pull_shm(context, endpoint, json.loads(args[0]), hold, held)
+            if role == "pull-shm-die":  # a crash: no finalizer, no release, no goodbye
+                json.dump(result, sys.stdout)
+                sys.stdout.flush()
+                os._exit(0)
         else:
             raise SystemExit(f"unknown role {role!r}")
     except BaseException:
