@@ -2,7 +2,8 @@
 
 Runs, in one process run: memcpy bandwidth; in-process round trips, encode and decode of
 every payload with mmcodec and every baseline; the inline-threshold sweep; cross-process
-send -> decoded and throughput over ZMQ ``ipc://`` with a receiver process. Prints the
+send -> decoded and throughput over ZMQ ``ipc://`` with a receiver process, for every
+method and for "mmcodec shm" (large frames through a shared-memory pool). Prints the
 tables and the targets' PASS/FAIL lines (the exit status does not depend on them) and
 writes ``bench/results/latest.md`` and ``bench/results/bench.png``.
 """
@@ -25,7 +26,7 @@ import torch
 import zmq
 
 from bench import report
-from bench.crossprocess import Receiver
+from bench.crossprocess import SHM_METHOD, WINDOW, Receiver, shm_available
 from bench.inprocess import (
     SYNTHETIC,
     Skipped,
@@ -209,11 +210,15 @@ def _cross(
     }
     slow.update({(s.payload, s.method): s.note for s in results.skipped})
     progress = _progress
-    with Receiver() as receiver:
+    # Room for every message the throughput stream may have in flight, and one more.
+    shm_bytes = max((tensor_bytes(items) for items in real.values()), default=0) * (WINDOW + 1)
+    with Receiver(shm_bytes=max(shm_bytes, 1 << 20)) as receiver:
         results.transport_used = receiver.transport is not None
+        results.shm_bytes = receiver.shm_bytes if shm_available() else 0
+        extra = [SHM_METHOD] if receiver.transport is not None and shm_available() else []
         for payload, items in real.items():
             methods = []
-            for method in METHODS:
+            for method in [METHODS[0], *extra, *METHODS[1:]]:
                 note = slow.get((payload, method.name))
                 if note is None:
                     methods.append(method)

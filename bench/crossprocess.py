@@ -14,7 +14,11 @@ back an ack: the ``time.perf_counter_ns()`` at which the message was decoded and
 mmcodec goes through :mod:`mmcodec.transport.zmq` when it exists (else through the same
 ``send_multipart(copy=False)`` / ``recv_multipart(copy=False)`` path as the baselines);
 the baselines send their frames with ``send_multipart(copy=False)``, receive with
-``recv_multipart(copy=False)`` and decode the received frames' buffers.
+``recv_multipart(copy=False)`` and decode the received frames' buffers. The method
+"mmcodec shm" (:data:`SHM_METHOD`) is mmcodec through the transport with a
+:class:`~mmcodec.transport.shm.SharedMemoryPool` on this side and an attacher on the
+receiver's: frames of 64 KiB and more are copied once into shared memory instead of
+crossing ``ipc://``.
 
 Protocol on the data socket: a one-frame JSON control message ``{"method", "count"}`` (or
 ``{"method": null}`` to stop), acked once, then ``count`` data messages, each acked.
@@ -27,6 +31,7 @@ import importlib
 import json
 import multiprocessing
 import struct
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -40,10 +45,19 @@ import zmq
 import generated.multimodal as mm
 from bench.baselines import Baseline
 from bench.payloads import tensor_bytes
-from bench.runner import MMCODEC, Budget, Stats, method_by_name, touch
+from bench.runner import MMCODEC, Budget, Mmcodec, Stats, method_by_name, touch
 from mmcodec.domain.multimodal import MultiModalKwargsItems
 
-__all__ = ["WINDOW", "CrossResult", "Receiver", "transport_module"]
+__all__ = [
+    "MMCODEC_SHM",
+    "SHM_METHOD",
+    "WINDOW",
+    "CrossResult",
+    "MmcodecShm",
+    "Receiver",
+    "shm_available",
+    "transport_module",
+]
 
 WINDOW: Final = 4
 """Messages in flight at most while measuring throughput."""
@@ -51,6 +65,21 @@ WINDOW: Final = 4
 _ACK = struct.Struct("<qqq")  # decoded-at ns, tensor references touched, their bytes
 _ERROR: Final = -1
 _TIMEOUT_MS: Final = 120_000
+
+
+MMCODEC_SHM: Final = "mmcodec shm"
+
+
+class MmcodecShm(Mmcodec):
+    """mmcodec with large frames in shared memory: in-process, the same codec as mmcodec;
+    across processes, the transport with a pool (sender) and an attacher (receiver)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = MMCODEC_SHM
+
+
+SHM_METHOD: Final = MmcodecShm()
 
 
 def transport_module() -> ModuleType | None:
@@ -61,16 +90,41 @@ def transport_module() -> ModuleType | None:
         return None
 
 
-def _send(sock: zmq.Socket[Any], method: Baseline, obj: Any, transport: ModuleType | None) -> None:
-    if transport is not None and method.name == MMCODEC:
+def _shm_module() -> ModuleType | None:
+    try:
+        return importlib.import_module("mmcodec.transport.shm")
+    except ImportError:
+        return None
+
+
+def shm_available() -> bool:
+    """Whether this machine can run "mmcodec shm" (the module exists, Linux /dev/shm)."""
+    shm = _shm_module()
+    return shm is not None and Path(shm.SEGMENT_DIR).is_dir() and sys.platform == "linux"
+
+
+def _method(name: str) -> Baseline:
+    return SHM_METHOD if name == MMCODEC_SHM else method_by_name(name)
+
+
+def _send(
+    sock: zmq.Socket[Any], method: Baseline, obj: Any, transport: ModuleType | None, pool: Any
+) -> None:
+    if transport is not None and method.name == MMCODEC_SHM:
+        transport.send(sock, mm, obj, shm=pool)
+    elif transport is not None and method.name == MMCODEC:
         transport.send(sock, mm, obj)
     else:
         sock.send_multipart(method.encode(obj), copy=False)
 
 
-def _recv(sock: zmq.Socket[Any], method: Baseline, transport: ModuleType | None) -> Any:
-    if transport is not None and method.name == MMCODEC:
-        return transport.recv(sock, mm, mm.MultiModalKwargsItems)
+def _recv(
+    sock: zmq.Socket[Any], method: Baseline, transport: ModuleType | None, attacher: Any
+) -> Any:
+    if transport is not None and method.name in (MMCODEC, MMCODEC_SHM):
+        # A receiver with an attacher reads plain messages too; "mmcodec" never sends
+        # shared-memory ones, so both methods can share it.
+        return transport.recv(sock, mm, mm.MultiModalKwargsItems, shm=attacher)
     parts = sock.recv_multipart(copy=False)
     return method.decode([p.buffer for p in parts])
 
@@ -80,6 +134,8 @@ def _recv(sock: zmq.Socket[Any], method: Baseline, transport: ModuleType | None)
 
 def _receiver_main(data_address: str, ack_address: str, use_transport: bool) -> None:
     transport = transport_module() if use_transport else None
+    shm = _shm_module() if transport is not None and shm_available() else None
+    attacher = shm.SharedMemoryAttacher() if shm is not None else None
     ctx = zmq.Context()
     data = ctx.socket(zmq.PULL)
     ack = ctx.socket(zmq.PUSH)
@@ -96,13 +152,16 @@ def _receiver_main(data_address: str, ack_address: str, use_transport: bool) -> 
             if name is None:
                 return
             try:
-                method = method_by_name(name)
+                method = _method(name)
             except KeyError:
+                ack.send(_ACK.pack(_ERROR, _ERROR, _ERROR))
+                continue
+            if method.name == MMCODEC_SHM and attacher is None:
                 ack.send(_ACK.pack(_ERROR, _ERROR, _ERROR))
                 continue
             ack.send(_ACK.pack(0, 0, 0))
             for _ in range(control["count"]):
-                obj = _recv(data, method, transport)
+                obj = _recv(data, method, transport, attacher)
                 count, nbytes = touch(obj)
                 decoded_at = clock()
                 del obj
@@ -111,6 +170,8 @@ def _receiver_main(data_address: str, ack_address: str, use_transport: bool) -> 
         data.close()
         ack.close()
         ctx.term()
+        if attacher is not None:
+            attacher.close()
 
 
 # -- the sender -------------------------------------------------------------------------------
@@ -131,10 +192,17 @@ class CrossResult:
 
 
 class Receiver:
-    """A receiver process and the sender's two sockets; use as a context manager."""
+    """A receiver process and the sender's two sockets; use as a context manager.
 
-    def __init__(self, *, use_transport: bool = True) -> None:
+    ``shm_bytes`` sizes the sender's pool for "mmcodec shm" (made on first use): give it
+    room for ``WINDOW + 1`` messages, or the throughput stream measures the fallback
+    to ZMQ for the messages that find the pool full.
+    """
+
+    def __init__(self, *, use_transport: bool = True, shm_bytes: int = 256 << 20) -> None:
         self.transport = transport_module() if use_transport else None
+        self.shm_bytes = shm_bytes
+        self._pool: Any = None
         self._dir = tempfile.TemporaryDirectory(prefix="mmcodec-bench-")
         base = Path(self._dir.name)
         self._ctx = zmq.Context()
@@ -173,6 +241,18 @@ class Receiver:
         self._ack.close()
         self._ctx.term()
         self._dir.cleanup()
+        if self._pool is not None:
+            self._pool.close()
+
+    def _pool_for(self, method: Baseline) -> Any:
+        """The shared-memory pool when ``method`` is "mmcodec shm", else None."""
+        if method.name != MMCODEC_SHM:
+            return None
+        if self._pool is None:
+            shm = _shm_module()
+            assert shm is not None
+            self._pool = shm.SharedMemoryPool(self.shm_bytes)
+        return self._pool
 
     def _wait_ack(self) -> tuple[int, int, int]:
         if not self._ack.poll(_TIMEOUT_MS):
@@ -199,10 +279,11 @@ class Receiver:
         """``count`` messages one at a time; seconds from before encode to decoded."""
         expected = touch(items)
         self._start(method, count)
+        pool = self._pool_for(method)
         out = []
         for _ in range(count):
             t0 = time.perf_counter_ns()
-            _send(self._data, method, items, self.transport)
+            _send(self._data, method, items, self.transport, pool)
             decoded_at = self._check(self._wait_ack(), expected, method.name)
             out.append((decoded_at - t0) / 1e9)
         return out
@@ -211,6 +292,7 @@ class Receiver:
         """``count`` messages with up to ``WINDOW`` in flight; seconds until the last decoded."""
         expected = touch(items)
         self._start(method, count)
+        pool = self._pool_for(method)
         in_flight = 0
         decoded_at = 0
         t0 = time.perf_counter_ns()
@@ -218,7 +300,7 @@ class Receiver:
             if in_flight == WINDOW:
                 decoded_at = self._check(self._wait_ack(), expected, method.name)
                 in_flight -= 1
-            _send(self._data, method, items, self.transport)
+            _send(self._data, method, items, self.transport, pool)
             in_flight += 1
         while in_flight:
             decoded_at = self._check(self._wait_ack(), expected, method.name)
