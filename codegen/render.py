@@ -105,8 +105,22 @@ class _Renderer:
 
     def _wire_leaf(self, t: ir.Builtin | ir.Named) -> str:
         if isinstance(t, ir.Named):
-            return self.wire_name(t)
+            return self.wire_ref(t)
         return _WIRE_BUILTINS.get(t.name) or _PRIMITIVE_DOMAIN[t.name]
+
+    def shared(self, t: ir.Named) -> bool:
+        """Whether later occurrences of one value of this type travel as a back-reference.
+
+        Union values do (as tagged references), and so do structs, as a bare index,
+        except structs that are union variants: their union already shares them.
+        """
+        target = self.defs[(t.module, t.name)]
+        return isinstance(target, ir.StructDef) and target.tag is None
+
+    def wire_ref(self, t: ir.Named) -> str:
+        """The wire annotation of a reference to a named type: a shared struct may be an index."""
+        name = self.wire_name(t)
+        return f"{name} | _wire.NonNegative" if self.shared(t) else name
 
     # -- conversions ---------------------------------------------------------------
 
@@ -409,7 +423,14 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
                     "identity": r.identity_on_decode(f.type),
                 }
             )
-        base.update(kind="struct", fields=fields, tag=None if t.tag is None else repr(t.tag))
+        named = ir.Named(r.module.name, t.name)
+        base.update(
+            kind="struct",
+            fields=fields,
+            tag=None if t.tag is None else repr(t.tag),
+            shared=r.shared(named),
+            wire_ref=r.wire_ref(named),
+        )
     elif isinstance(t, ir.UnionDef):
         variants = []
         for v in t.variants:

@@ -148,7 +148,7 @@ class _MultiModalFeatureSpecWire(msgspec.Struct, array_like=True, gc=False, froz
     data: _MultiModalKwargsItemWire | None
     modality: str
     identifier: str
-    mm_position: _PlaceholderRangeWire
+    mm_position: _PlaceholderRangeWire | _wire.NonNegative
     mm_hash: str | None = None
 
 
@@ -168,7 +168,7 @@ _BaseMultiModalFieldWire: TypeAlias = (
 )
 
 
-_MultiModalKwargsItemWire: TypeAlias = dict[str, _MultiModalFieldElemWire]
+_MultiModalKwargsItemWire: TypeAlias = dict[str, _MultiModalFieldElemWire | _wire.NonNegative]
 
 
 _MultiModalKwargsItemsWire: TypeAlias = dict[str, list[_MultiModalKwargsItemWire | None]]
@@ -192,11 +192,12 @@ def _BatchedField_to_wire(obj: BatchedField, ctx: _EncodeContext) -> _BatchedFie
 
 def _BatchedField_from_wire(wire: _BatchedFieldWire, ctx: _DecodeContext) -> BatchedField:
     try:
-        return BatchedField(
+        value = BatchedField(
             keep_on_cpu=wire.keep_on_cpu,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(BatchedField, e) from e
+    return value
 
 
 def _FlatSlice_to_wire(obj: FlatSlice, ctx: _EncodeContext) -> _FlatSliceWire:
@@ -260,13 +261,14 @@ def _FlatField_from_wire(wire: _FlatFieldWire, ctx: _DecodeContext) -> FlatField
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return FlatField(
+        value = FlatField(
             slices=v_slices,
             dim=wire.dim,
             keep_on_cpu=wire.keep_on_cpu,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(FlatField, e) from e
+    return value
 
 
 def _SharedField_to_wire(obj: SharedField, ctx: _EncodeContext) -> _SharedFieldWire:
@@ -287,12 +289,13 @@ def _SharedField_to_wire(obj: SharedField, ctx: _EncodeContext) -> _SharedFieldW
 
 def _SharedField_from_wire(wire: _SharedFieldWire, ctx: _DecodeContext) -> SharedField:
     try:
-        return SharedField(
+        value = SharedField(
             batch_size=wire.batch_size,
             keep_on_cpu=wire.keep_on_cpu,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(SharedField, e) from e
+    return value
 
 
 def _BaseMultiModalField_to_wire(
@@ -342,7 +345,13 @@ def _BaseMultiModalField_from_wire(
 
 def _MultiModalFieldElem_to_wire(
     obj: MultiModalFieldElem, ctx: _EncodeContext
-) -> _MultiModalFieldElemWire:
+) -> _MultiModalFieldElemWire | _wire.NonNegative:
+    # A value referenced more than once in a message travels once: later occurrences
+    # send its index among the MultiModalFieldElem values sent so far.
+    seen = ctx.shared["multimodal.MultiModalFieldElem"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     where = ".data"  # the field being converted, for the error path
     try:
         v_data = None if obj.data is None else _b.nested_tensors_to_wire(obj.data, ctx)
@@ -354,6 +363,7 @@ def _MultiModalFieldElem_to_wire(
         raise EncodeError(
             f"expected a MultiModalFieldElem, got {type(obj).__name__} ({e})"
         ) from None
+    seen[id(obj)] = len(seen)  # numbered after its fields, in the order the decoder sees
     return _MultiModalFieldElemWire(
         v_data,
         v_field,
@@ -361,8 +371,13 @@ def _MultiModalFieldElem_to_wire(
 
 
 def _MultiModalFieldElem_from_wire(
-    wire: _MultiModalFieldElemWire, ctx: _DecodeContext
+    wire: _MultiModalFieldElemWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> MultiModalFieldElem:
+    values = ctx.shared["multimodal.MultiModalFieldElem"]
+    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+        if wire < len(values):
+            return values[wire]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire, "MultiModalFieldElem")
     where = ".data"  # the field being converted, for the error path
     try:
         v_data = None if wire.data is None else _b.nested_tensors_from_wire(wire.data, ctx)
@@ -371,12 +386,14 @@ def _MultiModalFieldElem_from_wire(
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return MultiModalFieldElem(
+        value = MultiModalFieldElem(
             data=v_data,
             field=v_field,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(MultiModalFieldElem, e) from e
+    values.append(value)
+    return value
 
 
 def _MultiModalKwargsItem_to_wire(
@@ -415,7 +432,15 @@ def _MultiModalKwargsItems_from_wire(
         raise _b.construct_failure(MultiModalKwargsItems, e) from e
 
 
-def _PlaceholderRange_to_wire(obj: PlaceholderRange, ctx: _EncodeContext) -> _PlaceholderRangeWire:
+def _PlaceholderRange_to_wire(
+    obj: PlaceholderRange, ctx: _EncodeContext
+) -> _PlaceholderRangeWire | _wire.NonNegative:
+    # A value referenced more than once in a message travels once: later occurrences
+    # send its index among the PlaceholderRange values sent so far.
+    seen = ctx.shared["multimodal.PlaceholderRange"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     where = ".offset"  # the field being converted, for the error path
     try:
         v_offset = _b.constrained(_b.expect_int(obj.offset, ctx), ge=0)
@@ -427,6 +452,7 @@ def _PlaceholderRange_to_wire(obj: PlaceholderRange, ctx: _EncodeContext) -> _Pl
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(f"expected a PlaceholderRange, got {type(obj).__name__} ({e})") from None
+    seen[id(obj)] = len(seen)  # numbered after its fields, in the order the decoder sees
     return _PlaceholderRangeWire(
         v_offset,
         v_length,
@@ -435,26 +461,39 @@ def _PlaceholderRange_to_wire(obj: PlaceholderRange, ctx: _EncodeContext) -> _Pl
 
 
 def _PlaceholderRange_from_wire(
-    wire: _PlaceholderRangeWire, ctx: _DecodeContext
+    wire: _PlaceholderRangeWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> PlaceholderRange:
+    values = ctx.shared["multimodal.PlaceholderRange"]
+    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+        if wire < len(values):
+            return values[wire]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire, "PlaceholderRange")
     where = ".is_embed"  # the field being converted, for the error path
     try:
         v_is_embed = None if wire.is_embed is None else _b.tensor_from_wire(wire.is_embed, ctx)
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return PlaceholderRange(
+        value = PlaceholderRange(
             offset=wire.offset,
             length=wire.length,
             is_embed=v_is_embed,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(PlaceholderRange, e) from e
+    values.append(value)
+    return value
 
 
 def _MultiModalFeatureSpec_to_wire(
     obj: MultiModalFeatureSpec, ctx: _EncodeContext
-) -> _MultiModalFeatureSpecWire:
+) -> _MultiModalFeatureSpecWire | _wire.NonNegative:
+    # A value referenced more than once in a message travels once: later occurrences
+    # send its index among the MultiModalFeatureSpec values sent so far.
+    seen = ctx.shared["multimodal.MultiModalFeatureSpec"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     where = ".data"  # the field being converted, for the error path
     try:
         v_data = None if obj.data is None else _MultiModalKwargsItem_to_wire(obj.data, ctx)
@@ -472,6 +511,7 @@ def _MultiModalFeatureSpec_to_wire(
         raise EncodeError(
             f"expected a MultiModalFeatureSpec, got {type(obj).__name__} ({e})"
         ) from None
+    seen[id(obj)] = len(seen)  # numbered after its fields, in the order the decoder sees
     return _MultiModalFeatureSpecWire(
         v_data,
         v_modality,
@@ -482,8 +522,13 @@ def _MultiModalFeatureSpec_to_wire(
 
 
 def _MultiModalFeatureSpec_from_wire(
-    wire: _MultiModalFeatureSpecWire, ctx: _DecodeContext
+    wire: _MultiModalFeatureSpecWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> MultiModalFeatureSpec:
+    values = ctx.shared["multimodal.MultiModalFeatureSpec"]
+    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+        if wire < len(values):
+            return values[wire]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire, "MultiModalFeatureSpec")
     where = ".data"  # the field being converted, for the error path
     try:
         v_data = None if wire.data is None else _MultiModalKwargsItem_from_wire(wire.data, ctx)
@@ -492,7 +537,7 @@ def _MultiModalFeatureSpec_from_wire(
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return MultiModalFeatureSpec(
+        value = MultiModalFeatureSpec(
             data=v_data,
             modality=wire.modality,
             identifier=wire.identifier,
@@ -501,6 +546,8 @@ def _MultiModalFeatureSpec_from_wire(
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(MultiModalFeatureSpec, e) from e
+    values.append(value)
+    return value
 
 
 # -- container conversions, one per type expression ---------------------------------
@@ -508,7 +555,7 @@ def _MultiModalFeatureSpec_from_wire(
 
 
 def _dict_str_MultiModalFieldElem_from_wire(
-    value: dict[str, _MultiModalFieldElemWire], ctx: _DecodeContext
+    value: dict[str, _MultiModalFieldElemWire | _wire.NonNegative], ctx: _DecodeContext
 ) -> dict[str, MultiModalFieldElem]:
     entries = value
     _b.check_count(len(entries), ctx)
@@ -524,9 +571,9 @@ def _dict_str_MultiModalFieldElem_from_wire(
 
 def _dict_str_MultiModalFieldElem_to_wire(
     value: dict[str, MultiModalFieldElem], ctx: _EncodeContext
-) -> dict[str, _MultiModalFieldElemWire]:
+) -> dict[str, _MultiModalFieldElemWire | _wire.NonNegative]:
     entries = _b.expect_mapping(value)
-    out: dict[str, _MultiModalFieldElemWire] = {}
+    out: dict[str, _MultiModalFieldElemWire | _wire.NonNegative] = {}
     key: Any = None
     in_key = False
     try:

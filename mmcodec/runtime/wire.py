@@ -12,7 +12,7 @@ from typing import Annotated, TypeAlias
 import msgspec
 
 MAGIC = "mmc"
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 

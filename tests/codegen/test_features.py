@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import msgspec
 import pytest
 import torch
 
@@ -192,6 +193,46 @@ def test_struct_variant_carries_its_tag_in_both_unions() -> None:
     unions: list[Any] = [f.Value, f.Reading]  # union aliases are not `type[T]` to mypy
     for union in unions:
         _assert_same(f.decode(f.encode(sample, type=union), union), sample)
+
+
+def test_a_struct_value_referenced_twice_travels_once_and_stays_one_object() -> None:
+    # A DAG: the same child under two parents, and the same point in two containers.
+    shared_child = f.Node(label="shared")
+    tree = f.Node(label="root", children=[f.Node(label="a", children=[shared_child]), shared_child])
+    body = msgspec.msgpack.decode(f.encode(tree)[0])[-1]
+    assert body[1][1] == 0  # the second occurrence: index 0, the first Node completed
+    decoded = f.decode(f.encode(tree), f.Node)
+    assert decoded.children[0].children[0] is decoded.children[1]
+    _assert_same(decoded, tree)
+
+    point = f.Point2(x=1.0, y=2.0)
+    containers = f.Containers(
+        ints=[],
+        pair=(1, "one"),
+        triple=(0.5, True, None),
+        many=(point, point),
+        by_name={},
+        by_id={7: point},
+        maybe_point=point,
+        nested=[],
+        maybe_list=None,
+    )
+    decoded_containers = f.decode(f.encode(containers), f.Containers)
+    _assert_same(decoded_containers, containers)
+    assert decoded_containers.many[0] is decoded_containers.many[1]
+    assert decoded_containers.by_id[7] is decoded_containers.many[0]
+    assert decoded_containers.maybe_point is decoded_containers.many[0]
+
+
+def test_a_struct_variant_is_shared_by_its_union_not_by_index() -> None:
+    # Sample is a variant of Value: a repeat travels as the union's tagged reference.
+    sample = f.Sample(value=4.0)
+    registry = f.Registry({"a": sample, "b": sample})
+    body = msgspec.msgpack.decode(f.encode(registry)[0])[-1]
+    assert body["b"] == [-1, 0]
+    decoded = f.decode(f.encode(registry), f.Registry)
+    assert decoded["a"] is decoded["b"]
+    _assert_same(decoded, registry)
 
 
 def test_a_value_decodes_only_as_the_type_it_was_encoded_as() -> None:

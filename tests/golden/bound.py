@@ -104,12 +104,13 @@ def _Point_to_wire(obj: Point, ctx: _EncodeContext) -> _PointWire:
 
 def _Point_from_wire(wire: _PointWire, ctx: _DecodeContext) -> Point:
     try:
-        return Point(
+        value = Point(
             x=wire.x,
             y=wire.y,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Point, e) from e
+    return value
 
 
 def _Circle_to_wire(obj: Circle, ctx: _EncodeContext) -> _CircleWire:
@@ -135,12 +136,13 @@ def _Circle_from_wire(wire: _CircleWire, ctx: _DecodeContext) -> Circle:
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return Circle(
+        value = Circle(
             center=v_center,
             radius=wire.radius,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Circle, e) from e
+    return value
 
 
 def _Polygon_to_wire(obj: Polygon, ctx: _EncodeContext) -> _PolygonWire:
@@ -166,12 +168,13 @@ def _Polygon_from_wire(wire: _PolygonWire, ctx: _DecodeContext) -> Polygon:
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return Polygon(
+        value = Polygon(
             vertices=v_vertices,
             closed=wire.closed,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Polygon, e) from e
+    return value
 
 
 def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
@@ -226,7 +229,13 @@ def _Catalog_from_wire(wire: _CatalogWire, ctx: _DecodeContext) -> Catalog:
         raise _b.construct_failure(Catalog, e) from e
 
 
-def _Scene_to_wire(obj: Scene, ctx: _EncodeContext) -> _SceneWire:
+def _Scene_to_wire(obj: Scene, ctx: _EncodeContext) -> _SceneWire | _wire.NonNegative:
+    # A value referenced more than once in a message travels once: later occurrences
+    # send its index among the Scene values sent so far.
+    seen = ctx.shared["bound.Scene"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     where = ".name"  # the field being converted, for the error path
     try:
         v_name = _b.expect_str(obj.name, ctx)
@@ -244,6 +253,7 @@ def _Scene_to_wire(obj: Scene, ctx: _EncodeContext) -> _SceneWire:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(f"expected a Scene, got {type(obj).__name__} ({e})") from None
+    seen[id(obj)] = len(seen)  # numbered after its fields, in the order the decoder sees
     return _SceneWire(
         v_name,
         v_image,
@@ -254,7 +264,12 @@ def _Scene_to_wire(obj: Scene, ctx: _EncodeContext) -> _SceneWire:
     )
 
 
-def _Scene_from_wire(wire: _SceneWire, ctx: _DecodeContext) -> Scene:
+def _Scene_from_wire(wire: _SceneWire | _wire.NonNegative, ctx: _DecodeContext) -> Scene:
+    values = ctx.shared["bound.Scene"]
+    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+        if wire < len(values):
+            return values[wire]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire, "Scene")
     where = ".image"  # the field being converted, for the error path
     try:
         v_image = _b.tensor_from_wire(wire.image, ctx)
@@ -269,7 +284,7 @@ def _Scene_from_wire(wire: _SceneWire, ctx: _DecodeContext) -> Scene:
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return Scene(
+        value = Scene(
             name=wire.name,
             image=v_image,
             features=v_features,
@@ -279,6 +294,8 @@ def _Scene_from_wire(wire: _SceneWire, ctx: _DecodeContext) -> Scene:
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Scene, e) from e
+    values.append(value)
+    return value
 
 
 # -- container conversions, one per type expression ---------------------------------

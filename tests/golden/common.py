@@ -100,12 +100,12 @@ class _PointWire(msgspec.Struct, array_like=True, gc=False, frozen=True):
 
 
 class _CircleWire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag="circle"):
-    center: _PointWire
+    center: _PointWire | _wire.NonNegative
     radius: Annotated[float, msgspec.Meta(ge=0.0)]
 
 
 class _Shape_polygonWire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag="polygon"):
-    value: list[_PointWire]
+    value: list[_PointWire | _wire.NonNegative]
 
 
 _ShapeWire: TypeAlias = _CircleWire | _Shape_polygonWire | _wire.StrTagRef
@@ -117,7 +117,13 @@ _LabelsWire: TypeAlias = dict[str, str]
 # -- rebuild functions: domain <-> wire -------------------------------------------
 
 
-def _Point_to_wire(obj: Point, ctx: _EncodeContext) -> _PointWire:
+def _Point_to_wire(obj: Point, ctx: _EncodeContext) -> _PointWire | _wire.NonNegative:
+    # A value referenced more than once in a message travels once: later occurrences
+    # send its index among the Point values sent so far.
+    seen = ctx.shared["common.Point"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     where = ".x"  # the field being converted, for the error path
     try:
         v_x = _b.expect_int(obj.x, ctx)
@@ -127,20 +133,28 @@ def _Point_to_wire(obj: Point, ctx: _EncodeContext) -> _PointWire:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(f"expected a Point, got {type(obj).__name__} ({e})") from None
+    seen[id(obj)] = len(seen)  # numbered after its fields, in the order the decoder sees
     return _PointWire(
         v_x,
         v_y,
     )
 
 
-def _Point_from_wire(wire: _PointWire, ctx: _DecodeContext) -> Point:
+def _Point_from_wire(wire: _PointWire | _wire.NonNegative, ctx: _DecodeContext) -> Point:
+    values = ctx.shared["common.Point"]
+    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+        if wire < len(values):
+            return values[wire]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire, "Point")
     try:
-        return Point(
+        value = Point(
             x=wire.x,
             y=wire.y,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Point, e) from e
+    values.append(value)
+    return value
 
 
 def _Labels_to_wire(obj: Labels, ctx: _EncodeContext) -> _LabelsWire:
@@ -214,12 +228,13 @@ def _Circle_from_wire(wire: _CircleWire, ctx: _DecodeContext) -> Circle:
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return Circle(
+        value = Circle(
             center=v_center,
             radius=wire.radius,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Circle, e) from e
+    return value
 
 
 # -- container conversions, one per type expression ---------------------------------
@@ -242,7 +257,9 @@ def _dict_str_str_to_wire(value: dict[str, str], ctx: _EncodeContext) -> dict[st
     return out
 
 
-def _list_Point_from_wire(value: list[_PointWire], ctx: _DecodeContext) -> list[Point]:
+def _list_Point_from_wire(
+    value: list[_PointWire | _wire.NonNegative], ctx: _DecodeContext
+) -> list[Point]:
     items = value
     _b.check_count(len(items), ctx)
     out: list[Point] = []
@@ -254,9 +271,11 @@ def _list_Point_from_wire(value: list[_PointWire], ctx: _DecodeContext) -> list[
     return out
 
 
-def _list_Point_to_wire(value: Sequence[Point], ctx: _EncodeContext) -> list[_PointWire]:
+def _list_Point_to_wire(
+    value: Sequence[Point], ctx: _EncodeContext
+) -> list[_PointWire | _wire.NonNegative]:
     items = _b.expect_sequence(value, "a list")
-    out: list[_PointWire] = []
+    out: list[_PointWire | _wire.NonNegative] = []
     try:
         for item in items:
             out.append(_Point_to_wire(item, ctx))

@@ -409,10 +409,10 @@ class _ContainersWire(msgspec.Struct, array_like=True, gc=False, frozen=True):
     ints: list[int]
     pair: tuple[int, str]
     triple: tuple[float, bool, str | None]
-    many: tuple[_Point2Wire, ...]
+    many: tuple[_Point2Wire | _wire.NonNegative, ...]
     by_name: dict[str, list[float]]
-    by_id: dict[int, _Point2Wire]
-    maybe_point: _Point2Wire | None
+    by_id: dict[int, _Point2Wire | _wire.NonNegative]
+    maybe_point: _Point2Wire | _wire.NonNegative | None
     nested: list[list[tuple[int, int]]]
     maybe_list: list[int | None] | None
 
@@ -444,7 +444,7 @@ class _SampleWire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=0)
 
 
 class _ClickWire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag="click"):
-    at: _common._PointWire
+    at: _common._PointWire | _wire.NonNegative
     button: Annotated[int, msgspec.Meta(ge=0, le=2)] = 0
 
 
@@ -455,7 +455,7 @@ class _KeyWire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag="key"
 
 class _NodeWire(msgspec.Struct, array_like=True, gc=False, frozen=True):
     label: str
-    children: list[_NodeWire] = []
+    children: list[_NodeWire | _wire.NonNegative] = []
     parent_label: str | None = None
 
 
@@ -473,7 +473,7 @@ class _NegWire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=2):
 
 
 class _DrawingWire(msgspec.Struct, array_like=True, gc=False, frozen=True):
-    origin: _common._PointWire
+    origin: _common._PointWire | _wire.NonNegative
     shapes: list[_common._ShapeWire]
     labels: _common._LabelsWire
     highlight: _common._ShapeWire | None = None
@@ -555,7 +555,13 @@ _IntIndexWire: TypeAlias = dict[int, _EventWire]
 # -- rebuild functions: domain <-> wire -------------------------------------------
 
 
-def _Defaults_to_wire(obj: Defaults, ctx: _EncodeContext) -> _DefaultsWire:
+def _Defaults_to_wire(obj: Defaults, ctx: _EncodeContext) -> _DefaultsWire | _wire.NonNegative:
+    # A value referenced more than once in a message travels once: later occurrences
+    # send its index among the Defaults values sent so far.
+    seen = ctx.shared["features.Defaults"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     where = ".required"  # the field being converted, for the error path
     try:
         v_required = _b.expect_str(obj.required, ctx)
@@ -587,6 +593,7 @@ def _Defaults_to_wire(obj: Defaults, ctx: _EncodeContext) -> _DefaultsWire:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(f"expected a Defaults, got {type(obj).__name__} ({e})") from None
+    seen[id(obj)] = len(seen)  # numbered after its fields, in the order the decoder sees
     return _DefaultsWire(
         v_required,
         v_count,
@@ -604,9 +611,14 @@ def _Defaults_to_wire(obj: Defaults, ctx: _EncodeContext) -> _DefaultsWire:
     )
 
 
-def _Defaults_from_wire(wire: _DefaultsWire, ctx: _DecodeContext) -> Defaults:
+def _Defaults_from_wire(wire: _DefaultsWire | _wire.NonNegative, ctx: _DecodeContext) -> Defaults:
+    values = ctx.shared["features.Defaults"]
+    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+        if wire < len(values):
+            return values[wire]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire, "Defaults")
     try:
-        return Defaults(
+        value = Defaults(
             required=wire.required,
             count=wire.count,
             ratio=wire.ratio,
@@ -623,9 +635,19 @@ def _Defaults_from_wire(wire: _DefaultsWire, ctx: _DecodeContext) -> Defaults:
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Defaults, e) from e
+    values.append(value)
+    return value
 
 
-def _Constrained_to_wire(obj: Constrained, ctx: _EncodeContext) -> _ConstrainedWire:
+def _Constrained_to_wire(
+    obj: Constrained, ctx: _EncodeContext
+) -> _ConstrainedWire | _wire.NonNegative:
+    # A value referenced more than once in a message travels once: later occurrences
+    # send its index among the Constrained values sent so far.
+    seen = ctx.shared["features.Constrained"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     where = ".age"  # the field being converted, for the error path
     try:
         v_age = _b.constrained(_b.expect_int(obj.age, ctx), ge=0, lt=150)
@@ -649,6 +671,7 @@ def _Constrained_to_wire(obj: Constrained, ctx: _EncodeContext) -> _ConstrainedW
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(f"expected a Constrained, got {type(obj).__name__} ({e})") from None
+    seen[id(obj)] = len(seen)  # numbered after its fields, in the order the decoder sees
     return _ConstrainedWire(
         v_age,
         v_score,
@@ -661,9 +684,16 @@ def _Constrained_to_wire(obj: Constrained, ctx: _EncodeContext) -> _ConstrainedW
     )
 
 
-def _Constrained_from_wire(wire: _ConstrainedWire, ctx: _DecodeContext) -> Constrained:
+def _Constrained_from_wire(
+    wire: _ConstrainedWire | _wire.NonNegative, ctx: _DecodeContext
+) -> Constrained:
+    values = ctx.shared["features.Constrained"]
+    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+        if wire < len(values):
+            return values[wire]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire, "Constrained")
     try:
-        return Constrained(
+        value = Constrained(
             age=wire.age,
             score=wire.score,
             code=wire.code,
@@ -675,9 +705,19 @@ def _Constrained_from_wire(wire: _ConstrainedWire, ctx: _DecodeContext) -> Const
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Constrained, e) from e
+    values.append(value)
+    return value
 
 
-def _Containers_to_wire(obj: Containers, ctx: _EncodeContext) -> _ContainersWire:
+def _Containers_to_wire(
+    obj: Containers, ctx: _EncodeContext
+) -> _ContainersWire | _wire.NonNegative:
+    # A value referenced more than once in a message travels once: later occurrences
+    # send its index among the Containers values sent so far.
+    seen = ctx.shared["features.Containers"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     where = ".ints"  # the field being converted, for the error path
     try:
         v_ints = _list_int_to_wire(obj.ints, ctx)
@@ -703,6 +743,7 @@ def _Containers_to_wire(obj: Containers, ctx: _EncodeContext) -> _ContainersWire
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(f"expected a Containers, got {type(obj).__name__} ({e})") from None
+    seen[id(obj)] = len(seen)  # numbered after its fields, in the order the decoder sees
     return _ContainersWire(
         v_ints,
         v_pair,
@@ -716,7 +757,14 @@ def _Containers_to_wire(obj: Containers, ctx: _EncodeContext) -> _ContainersWire
     )
 
 
-def _Containers_from_wire(wire: _ContainersWire, ctx: _DecodeContext) -> Containers:
+def _Containers_from_wire(
+    wire: _ContainersWire | _wire.NonNegative, ctx: _DecodeContext
+) -> Containers:
+    values = ctx.shared["features.Containers"]
+    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+        if wire < len(values):
+            return values[wire]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire, "Containers")
     where = ".many"  # the field being converted, for the error path
     try:
         v_many = _tuple_Point2_etc_from_wire(wire.many, ctx)
@@ -729,7 +777,7 @@ def _Containers_from_wire(wire: _ContainersWire, ctx: _DecodeContext) -> Contain
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return Containers(
+        value = Containers(
             ints=wire.ints,
             pair=wire.pair,
             triple=wire.triple,
@@ -742,9 +790,17 @@ def _Containers_from_wire(wire: _ContainersWire, ctx: _DecodeContext) -> Contain
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Containers, e) from e
+    values.append(value)
+    return value
 
 
-def _Point2_to_wire(obj: Point2, ctx: _EncodeContext) -> _Point2Wire:
+def _Point2_to_wire(obj: Point2, ctx: _EncodeContext) -> _Point2Wire | _wire.NonNegative:
+    # A value referenced more than once in a message travels once: later occurrences
+    # send its index among the Point2 values sent so far.
+    seen = ctx.shared["features.Point2"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     where = ".x"  # the field being converted, for the error path
     try:
         v_x = _b.expect_float(obj.x, ctx)
@@ -754,23 +810,37 @@ def _Point2_to_wire(obj: Point2, ctx: _EncodeContext) -> _Point2Wire:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(f"expected a Point2, got {type(obj).__name__} ({e})") from None
+    seen[id(obj)] = len(seen)  # numbered after its fields, in the order the decoder sees
     return _Point2Wire(
         v_x,
         v_y,
     )
 
 
-def _Point2_from_wire(wire: _Point2Wire, ctx: _DecodeContext) -> Point2:
+def _Point2_from_wire(wire: _Point2Wire | _wire.NonNegative, ctx: _DecodeContext) -> Point2:
+    values = ctx.shared["features.Point2"]
+    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+        if wire < len(values):
+            return values[wire]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire, "Point2")
     try:
-        return Point2(
+        value = Point2(
             x=wire.x,
             y=wire.y,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Point2, e) from e
+    values.append(value)
+    return value
 
 
-def _Builtins_to_wire(obj: Builtins, ctx: _EncodeContext) -> _BuiltinsWire:
+def _Builtins_to_wire(obj: Builtins, ctx: _EncodeContext) -> _BuiltinsWire | _wire.NonNegative:
+    # A value referenced more than once in a message travels once: later occurrences
+    # send its index among the Builtins values sent so far.
+    seen = ctx.shared["features.Builtins"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     where = ".i"  # the field being converted, for the error path
     try:
         v_i = _b.expect_int(obj.i, ctx)
@@ -794,6 +864,7 @@ def _Builtins_to_wire(obj: Builtins, ctx: _EncodeContext) -> _BuiltinsWire:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(f"expected a Builtins, got {type(obj).__name__} ({e})") from None
+    seen[id(obj)] = len(seen)  # numbered after its fields, in the order the decoder sees
     return _BuiltinsWire(
         v_i,
         v_f,
@@ -807,7 +878,12 @@ def _Builtins_to_wire(obj: Builtins, ctx: _EncodeContext) -> _BuiltinsWire:
     )
 
 
-def _Builtins_from_wire(wire: _BuiltinsWire, ctx: _DecodeContext) -> Builtins:
+def _Builtins_from_wire(wire: _BuiltinsWire | _wire.NonNegative, ctx: _DecodeContext) -> Builtins:
+    values = ctx.shared["features.Builtins"]
+    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+        if wire < len(values):
+            return values[wire]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire, "Builtins")
     where = ".t"  # the field being converted, for the error path
     try:
         v_t = _b.tensor_from_wire(wire.t, ctx)
@@ -820,7 +896,7 @@ def _Builtins_from_wire(wire: _BuiltinsWire, ctx: _DecodeContext) -> Builtins:
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return Builtins(
+        value = Builtins(
             i=wire.i,
             f=wire.f,
             b=wire.b,
@@ -833,6 +909,8 @@ def _Builtins_from_wire(wire: _BuiltinsWire, ctx: _DecodeContext) -> Builtins:
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Builtins, e) from e
+    values.append(value)
+    return value
 
 
 def _Empty_to_wire(obj: Empty, ctx: _EncodeContext) -> _EmptyWire:
@@ -841,9 +919,10 @@ def _Empty_to_wire(obj: Empty, ctx: _EncodeContext) -> _EmptyWire:
 
 def _Empty_from_wire(wire: _EmptyWire, ctx: _DecodeContext) -> Empty:
     try:
-        return Empty()
+        value = Empty()
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Empty, e) from e
+    return value
 
 
 def _Sample_to_wire(obj: Sample, ctx: _EncodeContext) -> _SampleWire:
@@ -864,12 +943,13 @@ def _Sample_to_wire(obj: Sample, ctx: _EncodeContext) -> _SampleWire:
 
 def _Sample_from_wire(wire: _SampleWire, ctx: _DecodeContext) -> Sample:
     try:
-        return Sample(
+        value = Sample(
             value=wire.value,
             weight=wire.weight,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Sample, e) from e
+    return value
 
 
 def _Value_to_wire(obj: Value, ctx: _EncodeContext) -> _ValueWire:
@@ -1035,12 +1115,13 @@ def _Click_from_wire(wire: _ClickWire, ctx: _DecodeContext) -> Click:
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return Click(
+        value = Click(
             at=v_at,
             button=wire.button,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Click, e) from e
+    return value
 
 
 def _Key_to_wire(obj: Key, ctx: _EncodeContext) -> _KeyWire:
@@ -1061,12 +1142,13 @@ def _Key_to_wire(obj: Key, ctx: _EncodeContext) -> _KeyWire:
 
 def _Key_from_wire(wire: _KeyWire, ctx: _DecodeContext) -> Key:
     try:
-        return Key(
+        value = Key(
             code=wire.code,
             modifiers=wire.modifiers,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Key, e) from e
+    return value
 
 
 def _Registry_to_wire(obj: Registry, ctx: _EncodeContext) -> _RegistryWire:
@@ -1095,7 +1177,13 @@ def _IntIndex_from_wire(wire: _IntIndexWire, ctx: _DecodeContext) -> IntIndex:
         raise _b.construct_failure(IntIndex, e) from e
 
 
-def _Node_to_wire(obj: Node, ctx: _EncodeContext) -> _NodeWire:
+def _Node_to_wire(obj: Node, ctx: _EncodeContext) -> _NodeWire | _wire.NonNegative:
+    # A value referenced more than once in a message travels once: later occurrences
+    # send its index among the Node values sent so far.
+    seen = ctx.shared["features.Node"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     where = ".label"  # the field being converted, for the error path
     try:
         v_label = _b.expect_str(obj.label, ctx)
@@ -1107,6 +1195,7 @@ def _Node_to_wire(obj: Node, ctx: _EncodeContext) -> _NodeWire:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(f"expected a Node, got {type(obj).__name__} ({e})") from None
+    seen[id(obj)] = len(seen)  # numbered after its fields, in the order the decoder sees
     return _NodeWire(
         v_label,
         v_children,
@@ -1114,20 +1203,27 @@ def _Node_to_wire(obj: Node, ctx: _EncodeContext) -> _NodeWire:
     )
 
 
-def _Node_from_wire(wire: _NodeWire, ctx: _DecodeContext) -> Node:
+def _Node_from_wire(wire: _NodeWire | _wire.NonNegative, ctx: _DecodeContext) -> Node:
+    values = ctx.shared["features.Node"]
+    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+        if wire < len(values):
+            return values[wire]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire, "Node")
     where = ".children"  # the field being converted, for the error path
     try:
         v_children = _list_Node_from_wire(wire.children, ctx)
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return Node(
+        value = Node(
             label=wire.label,
             children=v_children,
             parent_label=wire.parent_label,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Node, e) from e
+    values.append(value)
+    return value
 
 
 def _Expr_to_wire(obj: Expr, ctx: _EncodeContext) -> _ExprWire:
@@ -1184,11 +1280,12 @@ def _Lit_to_wire(obj: Lit, ctx: _EncodeContext) -> _LitWire:
 
 def _Lit_from_wire(wire: _LitWire, ctx: _DecodeContext) -> Lit:
     try:
-        return Lit(
+        value = Lit(
             value=wire.value,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Lit, e) from e
+    return value
 
 
 def _Add_to_wire(obj: Add, ctx: _EncodeContext) -> _AddWire:
@@ -1216,12 +1313,13 @@ def _Add_from_wire(wire: _AddWire, ctx: _DecodeContext) -> Add:
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return Add(
+        value = Add(
             left=v_left,
             right=v_right,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Add, e) from e
+    return value
 
 
 def _Neg_to_wire(obj: Neg, ctx: _EncodeContext) -> _NegWire:
@@ -1244,14 +1342,21 @@ def _Neg_from_wire(wire: _NegWire, ctx: _DecodeContext) -> Neg:
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return Neg(
+        value = Neg(
             operand=v_operand,
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Neg, e) from e
+    return value
 
 
-def _Drawing_to_wire(obj: Drawing, ctx: _EncodeContext) -> _DrawingWire:
+def _Drawing_to_wire(obj: Drawing, ctx: _EncodeContext) -> _DrawingWire | _wire.NonNegative:
+    # A value referenced more than once in a message travels once: later occurrences
+    # send its index among the Drawing values sent so far.
+    seen = ctx.shared["features.Drawing"]
+    ref = seen.get(id(obj))
+    if ref is not None:
+        return ref  # type: ignore[no-any-return]
     where = ".origin"  # the field being converted, for the error path
     try:
         v_origin = _common._Point_to_wire(obj.origin, ctx)
@@ -1265,6 +1370,7 @@ def _Drawing_to_wire(obj: Drawing, ctx: _EncodeContext) -> _DrawingWire:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
         raise EncodeError(f"expected a Drawing, got {type(obj).__name__} ({e})") from None
+    seen[id(obj)] = len(seen)  # numbered after its fields, in the order the decoder sees
     return _DrawingWire(
         v_origin,
         v_shapes,
@@ -1273,7 +1379,12 @@ def _Drawing_to_wire(obj: Drawing, ctx: _EncodeContext) -> _DrawingWire:
     )
 
 
-def _Drawing_from_wire(wire: _DrawingWire, ctx: _DecodeContext) -> Drawing:
+def _Drawing_from_wire(wire: _DrawingWire | _wire.NonNegative, ctx: _DecodeContext) -> Drawing:
+    values = ctx.shared["features.Drawing"]
+    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+        if wire < len(values):
+            return values[wire]  # type: ignore[no-any-return]
+        raise ctx.bad_back_reference(values, wire, "Drawing")
     where = ".origin"  # the field being converted, for the error path
     try:
         v_origin = _common._Point_from_wire(wire.origin, ctx)
@@ -1288,7 +1399,7 @@ def _Drawing_from_wire(wire: _DrawingWire, ctx: _DecodeContext) -> Drawing:
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        return Drawing(
+        value = Drawing(
             origin=v_origin,
             shapes=v_shapes,
             labels=v_labels,
@@ -1296,6 +1407,8 @@ def _Drawing_from_wire(wire: _DrawingWire, ctx: _DecodeContext) -> Drawing:
         )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Drawing, e) from e
+    values.append(value)
+    return value
 
 
 # -- container conversions, one per type expression ---------------------------------
@@ -1334,7 +1447,7 @@ def _dict_int_Event_to_wire(value: dict[int, Event], ctx: _EncodeContext) -> dic
 
 
 def _dict_int_Point2_from_wire(
-    value: dict[int, _Point2Wire], ctx: _DecodeContext
+    value: dict[int, _Point2Wire | _wire.NonNegative], ctx: _DecodeContext
 ) -> dict[int, Point2]:
     entries = value
     _b.check_count(len(entries), ctx)
@@ -1350,9 +1463,9 @@ def _dict_int_Point2_from_wire(
 
 def _dict_int_Point2_to_wire(
     value: dict[int, Point2], ctx: _EncodeContext
-) -> dict[int, _Point2Wire]:
+) -> dict[int, _Point2Wire | _wire.NonNegative]:
     entries = _b.expect_mapping(value)
-    out: dict[int, _Point2Wire] = {}
+    out: dict[int, _Point2Wire | _wire.NonNegative] = {}
     key: Any = None
     in_key = False
     try:
@@ -1449,7 +1562,9 @@ def _dict_str_optional_Value_to_wire(
     return out
 
 
-def _list_Node_from_wire(value: list[_NodeWire], ctx: _DecodeContext) -> list[Node]:
+def _list_Node_from_wire(
+    value: list[_NodeWire | _wire.NonNegative], ctx: _DecodeContext
+) -> list[Node]:
     items = value
     _b.check_count(len(items), ctx)
     out: list[Node] = []
@@ -1461,9 +1576,11 @@ def _list_Node_from_wire(value: list[_NodeWire], ctx: _DecodeContext) -> list[No
     return out
 
 
-def _list_Node_to_wire(value: Sequence[Node], ctx: _EncodeContext) -> list[_NodeWire]:
+def _list_Node_to_wire(
+    value: Sequence[Node], ctx: _EncodeContext
+) -> list[_NodeWire | _wire.NonNegative]:
     items = _b.expect_sequence(value, "a list")
-    out: list[_NodeWire] = []
+    out: list[_NodeWire | _wire.NonNegative] = []
     try:
         for item in items:
             out.append(_Node_to_wire(item, ctx))
@@ -1571,11 +1688,15 @@ def _list_tuple_int_int_end_to_wire(
     return out
 
 
-def _optional_Point2_from_wire(value: _Point2Wire | None, ctx: _DecodeContext) -> Point2 | None:
+def _optional_Point2_from_wire(
+    value: _Point2Wire | _wire.NonNegative | None, ctx: _DecodeContext
+) -> Point2 | None:
     return None if value is None else _Point2_from_wire(value, ctx)
 
 
-def _optional_Point2_to_wire(value: Point2 | None, ctx: _EncodeContext) -> _Point2Wire | None:
+def _optional_Point2_to_wire(
+    value: Point2 | None, ctx: _EncodeContext
+) -> _Point2Wire | _wire.NonNegative | None:
     return None if value is None else _Point2_to_wire(value, ctx)
 
 
@@ -1630,7 +1751,7 @@ def _optional_tensor_to_wire(
 
 
 def _tuple_Point2_etc_from_wire(
-    value: tuple[_Point2Wire, ...], ctx: _DecodeContext
+    value: tuple[_Point2Wire | _wire.NonNegative, ...], ctx: _DecodeContext
 ) -> tuple[Point2, ...]:
     items = value
     _b.check_count(len(items), ctx)
@@ -1645,9 +1766,9 @@ def _tuple_Point2_etc_from_wire(
 
 def _tuple_Point2_etc_to_wire(
     value: tuple[Point2, ...], ctx: _EncodeContext
-) -> tuple[_Point2Wire, ...]:
+) -> tuple[_Point2Wire | _wire.NonNegative, ...]:
     items = _b.expect_sequence(value, "a tuple")
-    out: list[_Point2Wire] = []
+    out: list[_Point2Wire | _wire.NonNegative] = []
     try:
         for item in items:
             out.append(_Point2_to_wire(item, ctx))

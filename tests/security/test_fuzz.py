@@ -9,7 +9,7 @@ Every case starts from one of the valid messages in ``samples.SAMPLES`` and muta
   dtype names, strings, bytes, extension types, containers, deep nesting, long lists),
   deleted, inserted, duplicated or swapped, with targeted changes to tensor runs (dtype,
   shape, frame index, offset, count), the reference table and back-references to shared
-  union values;
+  union and struct values;
 - the single buffer of ``decode_bytes``: bytes and frame-table entries;
 - payload bytes only, where the message must still decode to the same structure.
 
@@ -349,7 +349,8 @@ def _mutate_tree(data: st.DataObject, envelope: list[Any], n_frames: int) -> lis
     op = data.draw(
         st.sampled_from(
             ["replace", "replace", "tweak", "delete", "insert", "duplicate", "swap", "deep",
-             "long", "run", "run", "refs", "root", "backref", "backref", "backref"]
+             "long", "run", "run", "refs", "root", "backref", "backref", "backref",
+             "structref", "structref"]
         ),
         label="tree op",
     )  # fmt: skip
@@ -384,6 +385,18 @@ def _mutate_tree(data: st.DataObject, envelope: list[Any], n_frames: int) -> lis
         if backrefs:
             container, key = backrefs[data.draw(st.integers(0, len(backrefs) - 1), label="ref")]
             container[key][1] = data.draw(st.one_of(st.integers(0, 12), INTS), label="index")
+            return envelope
+    if op == "structref":
+        # A struct value sent once is referred back to by a bare index: turn an element
+        # (a [data, field] pair in an item's dict) into an index, in range or not.
+        elements = [
+            (c, k)
+            for c, k in locations
+            if isinstance(c, dict) and isinstance(c[k], list) and len(c[k]) == 2
+        ]
+        if elements:
+            container, key = elements[data.draw(st.integers(0, len(elements) - 1), label="elem")]
+            container[key] = data.draw(st.one_of(st.integers(0, 12), INTS), label="index")
             return envelope
     container, key = locations[data.draw(st.integers(0, len(locations) - 1), label="where")]
     if op == "tweak" and type(container[key]) is int:

@@ -254,13 +254,13 @@ def test_frame_not_referenced_after_a_run_moves_to_another(frames: list[bytes]) 
         (HEAD_MAGIC, "", "frame 0 is not an mmcodec header (magic '')"),
         (
             HEAD_WIRE,
-            2,
-            "wire format version 2 is not supported (this decoder reads version 1)",
+            3,
+            "wire format version 3 is not supported (this decoder reads version 2)",
         ),
         (
             HEAD_WIRE,
             0,
-            "wire format version 0 is not supported (this decoder reads version 1)",
+            "wire format version 0 is not supported (this decoder reads version 2)",
         ),
         (
             HEAD_SCHEMA,
@@ -702,6 +702,33 @@ def test_shared_back_reference_cannot_change_a_values_type() -> None:
     )
 
 
+def test_struct_back_reference_must_name_a_value_already_sent() -> None:
+    # Elements are numbered as they complete; item 1's shared element refers back to
+    # item 0's by index. Any index among the elements sent before the reference gives
+    # an element; one past them, or a negative one, is rejected with its path.
+    frames_ = [bytes(f) for f in mm.encode(kwargs_items())]
+    envelope = header(frames_)
+    item0, item1 = envelope[HEAD_BODY]["image"][:2]
+    key = next(k for k, wire in item1.items() if isinstance(wire, int))
+    before = [*item0.values(), *list(item1.values())[: list(item1).index(key)]]
+    sent = sum(1 for wire in before if not isinstance(wire, int))
+    assert sent == 7  # 4 in item 0, then item 1's 3 batched and flat elements
+    for index in range(sent):
+        item1[key] = index
+        decoded = mm.decode(with_header(envelope, frames_), mm.MultiModalKwargsItems)
+        assert isinstance(decoded["image"][1][key], mm.MultiModalFieldElem)  # type: ignore[index]
+    item1[key] = sent
+    error = reject(with_header(envelope, frames_))
+    assert (error.path, error.message) == (
+        f"$['image'][1][{key!r}]",
+        f"back-reference to MultiModalFieldElem value {sent}, but {sent} were sent",
+    )
+    item1[key] = -1
+    error = reject(with_header(envelope, frames_))
+    assert error.path == f"$['image'][1][{key!r}]"
+    assert error.message == "Expected `int` >= 0"
+
+
 # -- no allocation before the checks ---------------------------------------------------------
 
 
@@ -785,7 +812,7 @@ BufferCase = Callable[[bytes], tuple[Any, str]]
         ),
         lambda b: (
             b[:100],
-            "frame 0 (368 bytes at offset 64) lies outside the buffer's payload area (64..100)",
+            "frame 0 (364 bytes at offset 64) lies outside the buffer's payload area (64..100)",
         ),
         lambda b: ("abc", "expected a bytes-like buffer, got str"),
         lambda b: (None, "expected a bytes-like buffer, got NoneType"),
