@@ -436,8 +436,14 @@ class MultiModalFieldConfig:
         return MultiModalFieldConfig(SharedField(batch_size, keep_on_cpu), modality)
 
     def build_elems(self, batch_value: NestedTensors) -> list[MultiModalFieldElem]:
-        """One element per item, each carrying this config's field."""
+        """One element per item, each carrying this config's field.
+
+        A shared field's items all hold one element object, as in vLLM (where
+        ``MultiModalSharedField.build_elems`` repeats one element): it travels once.
+        """
         field = self.field
+        if isinstance(field, SharedField):
+            return [MultiModalFieldElem(batch_value, field)] * field.batch_size
         return [MultiModalFieldElem(data, field) for data in field.build_elems(batch_value)]
 
     def __eq__(self, other: object) -> bool:

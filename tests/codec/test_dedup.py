@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import torch
 
 import generated.multimodal as mm
@@ -109,6 +110,37 @@ def test_shared_data_across_64_items_costs_one_payload() -> None:
     for item in decoded["image"]:
         assert item is not None
         assert item["embedding"].data is first["embedding"].data
+
+
+def test_an_element_in_every_item_travels_once_and_comes_back_as_one_object() -> None:
+    batch, config = _design_batch(4)
+    items = mm.MultiModalKwargsItems.from_hf_inputs(batch, config)
+    shared = [item["embedding"] for item in items["image"] if item is not None]
+    assert all(elem is shared[0] for elem in shared)  # from_hf_inputs, as in vLLM
+    frames = mm.encode(items)
+    body = header(frames).body
+    wire_items = msgspec.msgpack.decode(body)["image"]
+    # The first item sends the element; later ones its index among elements sent so far
+    # (numbered in the order they were completed: grid 0, pixels 1, embedding 2, scale 3).
+    assert isinstance(wire_items[0]["embedding"], list)
+    assert [wire["embedding"] for wire in wire_items[1:]] == [2, 2, 2]
+    assert [wire["scale"] for wire in wire_items[1:]] == [3, 3, 3]
+    assert all(isinstance(wire["pixel_values"], list) for wire in wire_items)
+    decoded = mm.decode(frames, mm.MultiModalKwargsItems)
+    assert_items_equal(decoded, items)
+    elems = [item["embedding"] for item in decoded["image"] if item is not None]
+    assert len(elems) == 4 and all(elem is elems[0] for elem in elems)
+
+
+def test_equal_but_distinct_elements_both_travel() -> None:
+    t = torch.zeros(3)
+    field = mm.BatchedField()
+    first, second = mm.MultiModalFieldElem(t, field), mm.MultiModalFieldElem(t, field)
+    frames = mm.encode(_item(a=first, b=second))
+    wire = msgspec.msgpack.decode(header(frames).body)
+    assert isinstance(wire["a"], list) and isinstance(wire["b"], list)
+    decoded = mm.decode(frames, mm.MultiModalKwargsItem)
+    assert decoded["a"] is not decoded["b"] and decoded["a"] == decoded["b"]
 
 
 def test_views_of_one_batch_tensor_travel_as_one_frame() -> None:

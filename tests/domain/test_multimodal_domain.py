@@ -120,6 +120,15 @@ def test_shared_build_repeats_the_same_object() -> None:
     assert all(p is data for p in pieces)
 
 
+def test_shared_config_repeats_one_element_object() -> None:
+    # As vLLM's MultiModalSharedField.build_elems: one element, in every item.
+    data = torch.tensor([151655])
+    elems = MultiModalFieldConfig.shared("image", 3).build_elems(data)
+    assert len(elems) == 3
+    assert all(e is elems[0] for e in elems)
+    assert elems[0].data is data and isinstance(elems[0].field, SharedField)
+
+
 def test_config_build_elems_wraps_with_its_field() -> None:
     config = MultiModalFieldConfig.batched("image")
     elems = config.build_elems(torch.zeros(2, 3))
