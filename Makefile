@@ -51,6 +51,7 @@ test-fast: venv
 
 demo: venv generate
 	$(PY) -m mmcodec.demo
+	$(PY) -m mmcodec.demo --shm
 
 bench: venv
 	$(BENCH_ENV) $(PY) -m bench

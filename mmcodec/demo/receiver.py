@@ -26,6 +26,7 @@ from mmcodec.demo.payloads import DEMO_PAYLOADS
 from mmcodec.demo.protocol import CONTROL_DECODER, ENCODER, Ready, Result, Stop
 from mmcodec.runtime.equality import tensors_equal
 from mmcodec.transport import zmq as mmzmq
+from mmcodec.transport.shm import SharedMemoryAttacher
 
 TIMEOUT_MS: Final = 60_000
 """How long the receiver waits for the sender's next message before it gives up."""
@@ -74,9 +75,13 @@ def describe_difference(got: Any, want: Any, path: str = "$") -> str:
     return "" if got == want else f"{path}: {got!r}, expected {want!r}"
 
 
-def serve(data_endpoint: str, report_endpoint: str, *, expect_seed_offset: int = 0) -> int:
+def serve(
+    data_endpoint: str, report_endpoint: str, *, expect_seed_offset: int = 0, shm: bool = False
+) -> int:
     """Receive, verify and report until told to stop. ``expect_seed_offset`` (a self-test
-    of the check) builds the expected values from other seeds, so every one must fail."""
+    of the check) builds the expected values from other seeds, so every one must fail.
+    ``shm`` accepts frames in the sender's shared memory."""
+    attacher = SharedMemoryAttacher() if shm else None
     context: zmq.Context[Any] = zmq.Context()
     data = context.socket(zmq.PULL)
     reports = context.socket(zmq.PUSH)
@@ -96,7 +101,7 @@ def serve(data_endpoint: str, report_endpoint: str, *, expect_seed_offset: int =
             reports.send(ENCODER.encode(Ready()))
             for _ in range(control.repeat):
                 try:
-                    value = mmzmq.recv(data, mm, payload.type)
+                    value = mmzmq.recv(data, mm, payload.type, shm=attacher)
                 except mm.DecodeError as e:
                     result = Result(time.monotonic_ns(), False, f"DecodeError: {e}")
                 else:
@@ -113,6 +118,8 @@ def serve(data_endpoint: str, report_endpoint: str, *, expect_seed_offset: int =
         data.close()
         reports.close()
         context.term()
+        if attacher is not None:
+            attacher.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -120,8 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("data", help="endpoint of the sender's PUSH socket")
     parser.add_argument("reports", help="endpoint of the sender's report PULL socket")
     parser.add_argument("--expect-seed-offset", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--shm", action="store_true", help="accept shared-memory frames")
     args = parser.parse_args(argv)
-    return serve(args.data, args.reports, expect_seed_offset=args.expect_seed_offset)
+    return serve(args.data, args.reports, expect_seed_offset=args.expect_seed_offset, shm=args.shm)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -23,6 +24,7 @@ import mmcodec
 from mmcodec.demo.payloads import DEMO_PAYLOADS, QUICK, DemoPayload
 from mmcodec.demo.protocol import ENCODER, REPORT_DECODER, Announce, Ready, Result, Stop
 from mmcodec.transport import zmq as mmzmq
+from mmcodec.transport.shm import SharedMemoryPool
 
 __all__ = ["HEADER", "main", "run"]
 
@@ -61,7 +63,7 @@ class Row:
 class _Receiver:
     """The receiver process and the sender's two sockets to it."""
 
-    def __init__(self, transport: str, directory: str, expect_seed_offset: int) -> None:
+    def __init__(self, transport: str, directory: str, expect_seed_offset: int, shm: bool) -> None:
         self.context: zmq.Context[Any] = zmq.Context()
         self.data = self.context.socket(zmq.PUSH)
         self.reports = self.context.socket(zmq.PULL)
@@ -82,6 +84,8 @@ class _Receiver:
             command = [sys.executable, "-m", "mmcodec.demo.receiver", *self.endpoints]
             if expect_seed_offset:
                 command.append(f"--expect-seed-offset={expect_seed_offset}")
+            if shm:
+                command.append("--shm")
             self.process = subprocess.Popen(command, env=env)
         except BaseException:
             self.close()
@@ -137,7 +141,13 @@ def _bind(socket: zmq.Socket[Any], transport: str, directory: str, name: str) ->
     return f"tcp://127.0.0.1:{port}"
 
 
-def _measure(receiver: _Receiver, payload: DemoPayload, seed: int, repeat: int) -> Row:
+def _measure(
+    receiver: _Receiver,
+    payload: DemoPayload,
+    seed: int,
+    repeat: int,
+    pool: SharedMemoryPool | None,
+) -> Row:
     value = payload.build(seed)
     frames = mm.encode(value, type=payload.type)
     wire_bytes = sum(frame.nbytes for frame in frames)
@@ -155,7 +165,7 @@ def _measure(receiver: _Receiver, payload: DemoPayload, seed: int, repeat: int) 
     for _ in range(repeat):
         # CLOCK_MONOTONIC: one clock for every process of the machine (see the docstring).
         sent_ns = time.monotonic_ns()
-        mmzmq.send(receiver.data, mm, value, type=payload.type)
+        mmzmq.send(receiver.data, mm, value, type=payload.type, shm=pool)
         result = receiver.result()
         latencies.append(result.decoded_ns - sent_ns)
         if not result.ok:
@@ -187,28 +197,35 @@ def run(
     seed: int = 0,
     out: TextIO | None = None,
     expect_seed_offset: int = 0,
+    shm: bool = False,
 ) -> int:
     """Send ``names`` to a fresh receiver process and print the table.
 
     Returns 0 when every message was verified, 1 on any mismatch, 2 when the receiver
     failed. Payload ``i`` of the full list is built from ``seed + i`` on both sides.
+    ``shm`` sends frames of 64 KiB and more through a shared-memory pool (the receiver
+    attaches it) instead of the socket.
     """
     out = sys.stdout if out is None else out
     marks = _marks(out)
     header = HEADER if marks[0] == "✓" else HEADER.replace("µ", "u").replace("→", "->")
     seeds = {name: seed + index for index, name in enumerate(DEMO_PAYLOADS)}
     rows: list[Row] = []
-    with tempfile.TemporaryDirectory(prefix="mmcodec-demo-") as directory:
-        receiver = _Receiver(transport, directory, expect_seed_offset)
+    with (
+        tempfile.TemporaryDirectory(prefix="mmcodec-demo-") as directory,
+        SharedMemoryPool() if shm else contextlib.nullcontext() as pool,
+    ):
+        receiver = _Receiver(transport, directory, expect_seed_offset, shm)
         try:
+            via = " + shared memory (frames ≥ 64 KiB)" if shm else ""
             print(
                 f"mmcodec demo: {len(names)} payloads to receiver pid {receiver.pid} "
-                f"over {receiver.endpoints[0]}, {repeat} messages each (medians)",
+                f"over {receiver.endpoints[0]}{via}, {repeat} messages each (medians)",
                 file=out,
             )
             print(header, file=out)
             for name in names:
-                row = _measure(receiver, DEMO_PAYLOADS[name], seeds[name], repeat)
+                row = _measure(receiver, DEMO_PAYLOADS[name], seeds[name], repeat, pool)
                 rows.append(row)
                 print(row.format(marks), file=out, flush=True)
             status = receiver.stop()
@@ -241,6 +258,11 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         "verify them there, and print a table.",
     )
     parser.add_argument("--transport", choices=["ipc", "tcp"], default="ipc")
+    parser.add_argument(
+        "--shm",
+        action="store_true",
+        help="send frames of 64 KiB and more through shared memory (Linux, same host)",
+    )
     parser.add_argument("--repeat", type=int, default=5, help="messages per payload (median)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
@@ -262,4 +284,5 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         seed=args.seed,
         out=out,
         expect_seed_offset=args.expect_seed_offset,
+        shm=args.shm,
     )

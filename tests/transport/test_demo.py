@@ -42,6 +42,20 @@ def test_quick_demo_verifies_every_payload_over_ipc() -> None:
     assert len(lines) == 7
 
 
+def test_quick_demo_with_shared_memory_verifies_every_payload() -> None:
+    out = io.StringIO()
+    assert main(["--quick", "--repeat", "2", "--shm"], out=out) == 0
+    lines = out.getvalue().splitlines()
+    assert re.fullmatch(
+        r"mmcodec demo: 4 payloads to receiver pid \d+ over ipc://\S+/data "
+        r"\+ shared memory \(frames ≥ 64 KiB\), 2 messages each \(medians\)",
+        lines[0],
+    )
+    assert [line[:20].strip() for line in lines[2:6]] == list(QUICK)
+    assert all(line.endswith("  ✓") for line in lines[2:6])
+    assert lines[6].startswith("all 4 payloads (")
+
+
 def test_demo_exits_1_and_names_the_difference_when_values_do_not_match() -> None:
     # The receiver checks against other seeds: the check itself must catch every message.
     out = io.StringIO()
