@@ -414,25 +414,29 @@ class SharedMemoryPool:
         self._reap()
         parts = [frames[0]]
         placed: list[ShmFrame | None] = []
-        tickets: list[int] = []
+        staged = Staged(bytearray(MARKER), parts, [])
         mapping, base = self._mapping, self._data_offset
-        for frame in frames[1:]:
-            view = _byte_view(frame)
-            nbytes = view.nbytes
-            slot = self._take(nbytes) if nbytes >= self.min_frame_bytes else None
-            if slot is None:
-                parts.append(frame)
-                placed.append(None)
-                continue
-            ticket, offset = slot
-            mapping[base + offset : base + offset + nbytes] = view  # the one copy
-            placed.append(ShmFrame(ticket, offset, nbytes))
-            tickets.append(ticket)
-        if not tickets:
+        try:
+            for frame in frames[1:]:
+                view = _byte_view(frame)
+                nbytes = view.nbytes
+                slot = self._take(nbytes) if nbytes >= self.min_frame_bytes else None
+                if slot is None:
+                    parts.append(frame)
+                    placed.append(None)
+                    continue
+                ticket, offset = slot
+                staged.tickets.append(ticket)
+                mapping[base + offset : base + offset + nbytes] = view  # the one copy
+                placed.append(ShmFrame(ticket, offset, nbytes))
+        except BaseException:
+            self.cancel(staged)  # a frame that is no contiguous buffer, say
+            raise
+        if not staged.tickets:
             return None
-        control = bytearray(MARKER)
-        _ENCODER.encode_into(ShmControl(CONTROL_VERSION, self.name, placed), control, -1)
-        return Staged(control, parts, tickets)
+        control = ShmControl(CONTROL_VERSION, self.name, placed)
+        _ENCODER.encode_into(control, staged.control, -1)
+        return staged
 
     def cancel(self, staged: Staged) -> None:
         """Take back the regions of a message that was never sent."""

@@ -225,6 +225,14 @@ def test_stage_copies_large_frames_and_leaves_the_rest() -> None:
         assert pool.stage([header, small]) is None  # nothing placed: a plain message
 
 
+def test_a_frame_that_cannot_be_staged_gives_back_what_was_taken() -> None:
+    with SharedMemoryPool(4096, min_frame_bytes=100) as pool:
+        strided = memoryview(bytearray(400))[::2]  # 200 bytes, not contiguous
+        with pytest.raises(BufferError):  # when copied, after its region was taken
+            pool.stage([b"h", bytes(300), strided])
+        assert pool.in_flight == 0 and pool.free_bytes == 4096
+
+
 def test_close_unlinks_and_later_use_is_refused() -> None:
     pool = SharedMemoryPool(4096)
     path = pool.path
