@@ -32,9 +32,14 @@ The release protocol (why it is race-free)
     view of the frame dies. The sender reads the byte and, seeing 1, takes the region and
     the ticket back and writes 0 again; it never writes a region or hands out a ticket
     while the receiver may still read it, since it reuses nothing the receiver has not
-    released. The receiver's store happens after its last read of the region in program
-    order (x86-64 keeps loads before later stores; pyzmq's send/recv are full barriers
-    between the sender's copy and the receiver's first read).
+    released.
+
+    Memory order: the sender's copy precedes its ZMQ send, and the receiver's first read
+    follows its ZMQ receive (system calls and locks between them: full barriers). The
+    release store follows the receiver's last read of the region in program order, and
+    x86-64 never lets a store overtake an earlier load. Weakly ordered CPUs (aarch64)
+    allow it in principle and Python has no fence to forbid it; in practice the whole
+    teardown of the views lies between the last read and the store.
 
     One message, one receiver: a control part must be decoded by one receiver only
     (PUSH/PULL, DEALER/ROUTER, PAIR), never fanned out (PUB/SUB), or the first receiver
@@ -63,9 +68,9 @@ Lifetimes
     back to ZMQ. A sender killed with SIGKILL leaves its file behind (``rm
     /dev/shm/mmcodec-*`` when no mmcodec process runs).
 
-Neither class is thread-safe except as noted: use one pool per sending thread. The
-receive-side release runs in whichever thread drops the last view, during garbage
-collection too, and only stores one byte.
+A pool is not thread-safe (one per sending thread, like sockets); an attacher may be
+shared. The receive-side release runs in whichever thread drops the last view, during
+garbage collection too, and only stores one byte.
 """
 
 from __future__ import annotations
@@ -102,6 +107,8 @@ __all__ = [
     "SharedMemoryAttacher",
     "SharedMemoryPool",
     "SharedMemoryUnavailable",
+    "ShmControl",
+    "ShmFrame",
     "Staged",
     "drop_locals",
     "is_control",
@@ -115,7 +122,15 @@ DEFAULT_POOL_BYTES: Final = 256 << 20
 """Data area of a pool: two 151 MB 16-image requests do not fit at once; the second
 falls back to ZMQ for the frames that find no room."""
 DEFAULT_MIN_FRAME_BYTES: Final = 64 << 10
-"""Frames smaller than this go through ZMQ (see the measurement in the README)."""
+"""Frames smaller than this go through ZMQ.
+
+Measured on a 2-core VM (one tensor per message over ``ipc://`` to another process,
+median of send -> decoded -> acked over 1000 messages): the pool costs a fixed ~15 us
+more per message (the control part, the lookups, the release) and saves ZMQ's two
+kernel copies; 87 vs 74 us through ZMQ at 32 KiB, 92 vs 100 us at 64 KiB, 102 vs 216 us
+at 256 KiB. The same as ``zmq.COPY_THRESHOLD``: with room in the pool, nothing goes
+zero-copy through ZMQ.
+"""
 DEFAULT_TICKETS: Final = 4096
 """Frames in flight at most (one control byte each)."""
 MAX_TICKETS: Final = 1 << 20
@@ -482,11 +497,12 @@ def _release(mapping: mmap.mmap, position: int) -> None:
 class _SharedPages(np.ndarray):
     """A segment's data area, and each received frame: a view of it.
 
-    A subclass for one reason: numpy collapses a chain of views to the array that owns
-    the memory, unless the owner is of another class. The tensors of a frame are built
-    from a memoryview of the frame's array; with plain arrays their base would skip to
-    the whole data area and the frame's array (and its finalizer) would die at once.
-    With this class their base is the frame's array, which lives as long as they do.
+    A subclass for one reason: numpy makes a new array's base the first array up the
+    chain of views that owns its memory or whose own base is of another class. The
+    tensors of a frame are built from a memoryview of the frame's array; with plain
+    arrays their base would skip to the whole data area, and the frame's array (and its
+    finalizer) would die at once. With this class their base is the frame's array, which
+    lives as long as they do (tests check the release waits for the last view).
     """
 
 
