@@ -86,6 +86,25 @@ def test_every_payload_round_trips_and_large_tensors_view_the_shared_pages(
     assert released(pool)
 
 
+def test_round_trip_over_ipc_within_one_process(
+    sockets: Sockets, ipc_dir: str, attacher: SharedMemoryAttacher
+) -> None:
+    pull = sockets(zmq.PULL, RCVTIMEO=5000, LINGER=0)
+    pull.bind(f"ipc://{ipc_dir}/shm")
+    push = sockets(zmq.PUSH, SNDTIMEO=5000, LINGER=0)
+    push.connect(f"ipc://{ipc_dir}/shm")
+    with SharedMemoryPool(96 << 20) as pool:  # all six in flight at once: 69 MB
+        for name in PLAN:
+            assert mmzmq.send(push, mm, PAYLOADS[name](9), shm=pool) is None
+        for name in PLAN:
+            received = mmzmq.recv(pull, mm, mm.MultiModalKwargsItems, shm=attacher)
+            assert received == PAYLOADS[name](9)
+            large = [t for t in iter_tensors(received) if t.nbytes >= pool.min_frame_bytes]
+            assert large and all(inside(t, attacher) for t in large)
+        del received, large
+        assert released(pool)
+
+
 def test_a_message_with_nothing_large_is_sent_plain(
     sockets: Sockets, pool: SharedMemoryPool
 ) -> None:
