@@ -9,9 +9,11 @@ import pytest
 import torch
 
 import generated.multimodal as mm
+from mmcodec.demo import sender
 from mmcodec.demo.payloads import DEMO_PAYLOADS, QUICK, llava_feature_spec
 from mmcodec.demo.receiver import describe_difference
 from mmcodec.demo.sender import HEADER, main
+from mmcodec.transport.shm import SharedMemoryUnavailable
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -54,6 +56,34 @@ def test_quick_demo_with_shared_memory_verifies_every_payload() -> None:
     assert [line[:20].strip() for line in lines[2:6]] == list(QUICK)
     assert all(line.endswith("  ✓") for line in lines[2:6])
     assert lines[6].startswith("all 4 payloads (")
+
+
+def test_shared_memory_demo_works_with_a_pool_smaller_than_its_payloads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A small /dev/shm (64 MB in a default Docker container) sizes the pool down: frames
+    # that do not fit go through ZMQ, and every payload still arrives intact.
+    monkeypatch.setattr(sender, "DEFAULT_POOL_BYTES", 1 << 20)
+    out = io.StringIO()
+    argv = ["--repeat", "2", "--shm", "--payload", "llava", "--payload", "qwen2.5-vl"]
+    assert main(argv, out=out) == 0
+    lines = out.getvalue().splitlines()
+    assert all(line.endswith("  ✓") for line in lines[2:4])
+
+
+def test_shared_memory_demo_is_skipped_where_there_is_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def unavailable(*args: object, **kwargs: object) -> None:
+        raise SharedMemoryUnavailable("no /dev/shm on this platform")
+
+    monkeypatch.setattr(sender, "SharedMemoryPool", unavailable)
+    out = io.StringIO()
+    assert main(["--quick", "--shm"], out=out) == 0
+    assert out.getvalue() == (
+        "shared memory is not available here (no /dev/shm on this platform): "
+        "skipped the --shm run\n"
+    )
 
 
 def test_demo_exits_1_and_names_the_difference_when_values_do_not_match() -> None:
