@@ -26,7 +26,7 @@ import torch
 import zmq
 
 from bench import report
-from bench.crossprocess import SHM_METHOD, WINDOW, Receiver, shm_available
+from bench.crossprocess import SHM_METHOD, WINDOW, Receiver, shm_pool_bytes
 from bench.inprocess import (
     SYNTHETIC,
     Skipped,
@@ -211,11 +211,12 @@ def _cross(
     slow.update({(s.payload, s.method): s.note for s in results.skipped})
     progress = _progress
     # Room for every message the throughput stream may have in flight, and one more.
-    shm_bytes = max((tensor_bytes(items) for items in real.values()), default=0) * (WINDOW + 1)
+    wanted = max((tensor_bytes(items) for items in real.values()), default=0) * (WINDOW + 1)
+    shm_bytes = shm_pool_bytes(max(wanted, 1 << 20))
     with Receiver(shm_bytes=max(shm_bytes, 1 << 20)) as receiver:
         results.transport_used = receiver.transport is not None
-        results.shm_bytes = receiver.shm_bytes if shm_available() else 0
-        extra = [SHM_METHOD] if receiver.transport is not None and shm_available() else []
+        results.shm_bytes = shm_bytes
+        extra = [SHM_METHOD] if receiver.transport is not None and shm_bytes >= 1 << 20 else []
         for payload, items in real.items():
             methods = []
             for method in [METHODS[0], *extra, *METHODS[1:]]:

@@ -30,6 +30,7 @@ import contextlib
 import importlib
 import json
 import multiprocessing
+import os
 import struct
 import sys
 import tempfile
@@ -56,6 +57,7 @@ __all__ = [
     "MmcodecShm",
     "Receiver",
     "shm_available",
+    "shm_pool_bytes",
     "transport_module",
 ]
 
@@ -101,6 +103,16 @@ def shm_available() -> bool:
     """Whether this machine can run "mmcodec shm" (the module exists, Linux /dev/shm)."""
     shm = _shm_module()
     return shm is not None and Path(shm.SEGMENT_DIR).is_dir() and sys.platform == "linux"
+
+
+def shm_pool_bytes(wanted: int) -> int:
+    """The pool size "mmcodec shm" can have here: ``wanted``, at most half of /dev/shm's free
+    space (a default Docker container has 64 MB), 0 without shared memory."""
+    shm = _shm_module()
+    if shm is None or not shm_available():
+        return 0
+    stats = os.statvfs(shm.SEGMENT_DIR)
+    return min(wanted, stats.f_bavail * stats.f_frsize // 2)
 
 
 def _method(name: str) -> Baseline:

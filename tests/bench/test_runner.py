@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -12,10 +13,10 @@ import pytest
 import torch
 
 import generated.multimodal as mm
-from bench import report
+from bench import crossprocess, report
 from bench.__main__ import main
 from bench.baselines import Baseline, Frame, MsgspecHooks, PickleInBand
-from bench.crossprocess import MMCODEC_SHM, SHM_METHOD, CrossResult, Receiver
+from bench.crossprocess import MMCODEC_SHM, SHM_METHOD, CrossResult, Receiver, shm_pool_bytes
 from bench.inprocess import (
     RAGGED_SIZES,
     InProcessResult,
@@ -292,6 +293,17 @@ def test_mmcodec_shm_moves_large_frames_through_the_pool() -> None:
         assert pool is not None and pool.size == 4 << 20
         assert pool.in_flight == 0  # the receiver released every frame it was sent
         assert pool.allocate(4 << 20) is not None  # ... and the whole pool is free again
+
+
+def test_the_shared_memory_pool_fits_in_half_of_dev_shm(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Small:  # a default Docker container: 64 MB of /dev/shm, 60 MB free
+        f_bavail, f_frsize = 60 * 256, 4096
+
+    assert shm_pool_bytes(1 << 20) == 1 << 20
+    monkeypatch.setattr(os, "statvfs", lambda path: Small())
+    assert shm_pool_bytes(721 << 20) == 30 << 20
+    monkeypatch.setattr(crossprocess, "shm_available", lambda: False)
+    assert shm_pool_bytes(721 << 20) == 0
 
 
 class _Unknown:
