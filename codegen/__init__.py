@@ -6,4 +6,4 @@ Pipeline: :mod:`codegen.load` (YAML with positions) -> :mod:`codegen.validate`
 The compiler never imports generated code.
 """
 
-GENERATOR_VERSION = "0.1.0"
+GENERATOR_VERSION = "0.2.0"
