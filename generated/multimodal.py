@@ -373,8 +373,9 @@ def _MultiModalFieldElem_to_wire(
 def _MultiModalFieldElem_from_wire(
     wire: _MultiModalFieldElemWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> MultiModalFieldElem:
+    # An int is a back-reference (msgspec checked that it is not negative).
     values = ctx.shared["multimodal.MultiModalFieldElem"]
-    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+    if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "MultiModalFieldElem")
@@ -463,8 +464,9 @@ def _PlaceholderRange_to_wire(
 def _PlaceholderRange_from_wire(
     wire: _PlaceholderRangeWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> PlaceholderRange:
+    # An int is a back-reference (msgspec checked that it is not negative).
     values = ctx.shared["multimodal.PlaceholderRange"]
-    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+    if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "PlaceholderRange")
@@ -524,8 +526,9 @@ def _MultiModalFeatureSpec_to_wire(
 def _MultiModalFeatureSpec_from_wire(
     wire: _MultiModalFeatureSpecWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> MultiModalFeatureSpec:
+    # An int is a back-reference (msgspec checked that it is not negative).
     values = ctx.shared["multimodal.MultiModalFeatureSpec"]
-    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+    if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "MultiModalFeatureSpec")

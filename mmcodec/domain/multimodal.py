@@ -59,6 +59,10 @@ class BaseMultiModalField(abc.ABC):
     def build_elems(self, data: NestedTensors) -> list[NestedTensors]:
         """Split a batch value into one piece of data per item (views, never copies)."""
 
+    def elements(self, data: NestedTensors) -> list[MultiModalFieldElem]:
+        """One element per item of a batch value, each carrying this field."""
+        return [MultiModalFieldElem(piece, self) for piece in self.build_elems(data)]
+
     @abc.abstractmethod
     def _reduce(self, datas: list[NestedTensors]) -> NestedTensors:
         """Merge per-item data (all of this field's class, none None) into a batch value."""
@@ -225,6 +229,11 @@ class SharedField(BaseMultiModalField):
 
     def build_elems(self, data: NestedTensors) -> list[NestedTensors]:
         return [data] * self.batch_size  # the same object: it must travel once, not per item
+
+    def elements(self, data: NestedTensors) -> list[MultiModalFieldElem]:
+        # As vLLM's MultiModalSharedField.build_elems: one element object in every item,
+        # which travels once.
+        return [MultiModalFieldElem(data, self)] * self.batch_size
 
     def _reduce(self, datas: list[NestedTensors]) -> NestedTensors:
         if not datas:
@@ -436,15 +445,8 @@ class MultiModalFieldConfig:
         return MultiModalFieldConfig(SharedField(batch_size, keep_on_cpu), modality)
 
     def build_elems(self, batch_value: NestedTensors) -> list[MultiModalFieldElem]:
-        """One element per item, each carrying this config's field.
-
-        A shared field's items all hold one element object, as in vLLM (where
-        ``MultiModalSharedField.build_elems`` repeats one element): it travels once.
-        """
-        field = self.field
-        if isinstance(field, SharedField):
-            return [MultiModalFieldElem(batch_value, field)] * field.batch_size
-        return [MultiModalFieldElem(data, field) for data in field.build_elems(batch_value)]
+        """One element per item, each carrying this config's field (see ``field.elements``)."""
+        return self.field.elements(batch_value)
 
     def __eq__(self, other: object) -> bool:
         return (

@@ -216,7 +216,8 @@ class SchemaCodec:
         # Each part decodes alone but not together: msgspec and this code disagree.
         raise DecodeError("malformed header")  # pragma: no cover
 
-    def _check_head(self, head: EnvelopeHead | Any, named: NamedType) -> None:
+    def _check_head(self, head: Any, named: NamedType) -> None:
+        # ``head``: an EnvelopeHead, or a whole envelope decoded in one pass (same fields).
         if head.magic != MAGIC:
             raise DecodeError(f"frame 0 is not an mmcodec header (magic {head.magic!r})")
         if head.wire_version != WIRE_VERSION:

@@ -265,8 +265,9 @@ def _Scene_to_wire(obj: Scene, ctx: _EncodeContext) -> _SceneWire | _wire.NonNeg
 
 
 def _Scene_from_wire(wire: _SceneWire | _wire.NonNegative, ctx: _DecodeContext) -> Scene:
+    # An int is a back-reference (msgspec checked that it is not negative).
     values = ctx.shared["bound.Scene"]
-    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+    if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "Scene")

@@ -141,8 +141,9 @@ def _Point_to_wire(obj: Point, ctx: _EncodeContext) -> _PointWire | _wire.NonNeg
 
 
 def _Point_from_wire(wire: _PointWire | _wire.NonNegative, ctx: _DecodeContext) -> Point:
+    # An int is a back-reference (msgspec checked that it is not negative).
     values = ctx.shared["common.Point"]
-    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+    if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "Point")

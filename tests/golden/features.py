@@ -612,8 +612,9 @@ def _Defaults_to_wire(obj: Defaults, ctx: _EncodeContext) -> _DefaultsWire | _wi
 
 
 def _Defaults_from_wire(wire: _DefaultsWire | _wire.NonNegative, ctx: _DecodeContext) -> Defaults:
+    # An int is a back-reference (msgspec checked that it is not negative).
     values = ctx.shared["features.Defaults"]
-    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+    if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "Defaults")
@@ -687,8 +688,9 @@ def _Constrained_to_wire(
 def _Constrained_from_wire(
     wire: _ConstrainedWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> Constrained:
+    # An int is a back-reference (msgspec checked that it is not negative).
     values = ctx.shared["features.Constrained"]
-    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+    if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "Constrained")
@@ -760,8 +762,9 @@ def _Containers_to_wire(
 def _Containers_from_wire(
     wire: _ContainersWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> Containers:
+    # An int is a back-reference (msgspec checked that it is not negative).
     values = ctx.shared["features.Containers"]
-    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+    if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "Containers")
@@ -818,8 +821,9 @@ def _Point2_to_wire(obj: Point2, ctx: _EncodeContext) -> _Point2Wire | _wire.Non
 
 
 def _Point2_from_wire(wire: _Point2Wire | _wire.NonNegative, ctx: _DecodeContext) -> Point2:
+    # An int is a back-reference (msgspec checked that it is not negative).
     values = ctx.shared["features.Point2"]
-    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+    if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "Point2")
@@ -879,8 +883,9 @@ def _Builtins_to_wire(obj: Builtins, ctx: _EncodeContext) -> _BuiltinsWire | _wi
 
 
 def _Builtins_from_wire(wire: _BuiltinsWire | _wire.NonNegative, ctx: _DecodeContext) -> Builtins:
+    # An int is a back-reference (msgspec checked that it is not negative).
     values = ctx.shared["features.Builtins"]
-    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+    if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "Builtins")
@@ -1204,8 +1209,9 @@ def _Node_to_wire(obj: Node, ctx: _EncodeContext) -> _NodeWire | _wire.NonNegati
 
 
 def _Node_from_wire(wire: _NodeWire | _wire.NonNegative, ctx: _DecodeContext) -> Node:
+    # An int is a back-reference (msgspec checked that it is not negative).
     values = ctx.shared["features.Node"]
-    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+    if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "Node")
@@ -1380,8 +1386,9 @@ def _Drawing_to_wire(obj: Drawing, ctx: _EncodeContext) -> _DrawingWire | _wire.
 
 
 def _Drawing_from_wire(wire: _DrawingWire | _wire.NonNegative, ctx: _DecodeContext) -> Drawing:
+    # An int is a back-reference (msgspec checked that it is not negative).
     values = ctx.shared["features.Drawing"]
-    if isinstance(wire, int):  # a back-reference (msgspec checked it is not negative)
+    if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "Drawing")
