@@ -2,7 +2,12 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-TORCH_VERSION := 2.13.0
+MMCODEC := $(VENV)/bin/mmcodec
+# torch's CPU build. Here `torch==2.13.0` resolves to a CPU wheel on local disk; from
+# PyPI on Linux the same requirement is the CUDA build (gigabytes of GPU libraries).
+# Elsewhere: make TORCH_INDEX="--index-url https://download.pytorch.org/whl/cpu"
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
 STAMP := $(VENV)/.installed
 # `make check` fails when schema/ breaks wire compatibility with this git ref.
 COMPAT_REF ?= HEAD
@@ -17,22 +22,23 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# CPU build of torch, pinned: an unpinned torch pulls a multi-GB CUDA build.
-	$(PY) -m pip install --quiet torch==$(TORCH_VERSION)
+	# torch first, from TORCH_SPEC/TORCH_INDEX: an unpinned torch pulls a multi-GB CUDA build.
+	$(PY) -m pip install --quiet $(TORCH_INDEX) '$(TORCH_SPEC)'
+	# Then the project: the newest versions its ranges allow (torch is already satisfied).
 	$(PY) -m pip install --quiet -e '.[test,dev,bench]'
 	touch $(STAMP)
 
 generate: venv
-	$(PY) -m codegen generate
-	$(PY) -m codegen generate --schemas tests/schemas --out tests/golden
-	$(PY) -m codegen json-schema > schema/mmcodec.schema.json
+	$(MMCODEC) generate --schemas schema --out generated --package mmcodec.generated
+	$(MMCODEC) generate --schemas tests/schemas --out tests/golden
+	$(MMCODEC) json-schema > schema/mmcodec.schema.json
 
 check: venv
-	$(PY) -m codegen validate
-	$(PY) -m codegen check
-	$(PY) -m codegen check --schemas tests/schemas --out tests/golden
-	$(PY) -m codegen compat --against $(COMPAT_REF)
-	$(PY) -m codegen json-schema | cmp -s - schema/mmcodec.schema.json || \
+	$(MMCODEC) validate schema
+	$(MMCODEC) check --schemas schema --out generated --package mmcodec.generated
+	$(MMCODEC) check --schemas tests/schemas --out tests/golden
+	$(MMCODEC) compat --against $(COMPAT_REF)
+	$(MMCODEC) json-schema | cmp -s - schema/mmcodec.schema.json || \
 		{ echo "schema/mmcodec.schema.json is stale; run: make generate"; exit 1; }
 	$(MAKE) --no-print-directory lint typecheck
 
