@@ -37,9 +37,9 @@ from bench.inprocess import (
     run_inline_sweep,
     run_inprocess,
 )
-from bench.payloads import PAYLOADS, iter_tensors, tensor_bytes
 from bench.runner import METHODS, Budget, Mmcodec
 from mmcodec.domain.multimodal import MultiModalKwargsItems
+from mmcodec.payloads import PAYLOADS, iter_tensors, tensor_bytes
 
 RAGGED: Final = "64 ragged tensors"
 RESULTS: Final = Path(__file__).resolve().parent / "results"

@@ -8,7 +8,7 @@ back an ack: the ``time.perf_counter_ns()`` at which the message was decoded and
 - **latency**: one message at a time; from just before ``encode`` on the sender to the
   moment the receiver has decoded and touched it (the ack's own trip is not counted).
 - **throughput**: a stream of messages with up to ``WINDOW`` in flight; payload bytes
-  (:func:`bench.payloads.tensor_bytes`, what any codec must move) per second, from the first
+  (:func:`mmcodec.payloads.tensor_bytes`, what any codec must move) per second, from the first
   send until the last message is decoded.
 
 mmcodec goes through :mod:`mmcodec.transport.zmq` when it exists (else through the same
@@ -43,11 +43,11 @@ from typing import Any, Final
 
 import zmq
 
-import generated.multimodal as mm
 from bench.baselines import Baseline
-from bench.payloads import tensor_bytes
 from bench.runner import MMCODEC, Budget, Mmcodec, Stats, method_by_name, touch
 from mmcodec.domain.multimodal import MultiModalKwargsItems
+from mmcodec.generated import multimodal as mm
+from mmcodec.payloads import tensor_bytes
 
 __all__ = [
     "MMCODEC_SHM",

@@ -21,7 +21,6 @@ from typing import Any, Final
 import numpy as np
 import torch
 
-import generated.multimodal as mm
 from bench.baselines import Baseline, Frame
 from bench.runner import (
     Budget,
@@ -34,6 +33,7 @@ from bench.runner import (
     wire_bytes,
 )
 from mmcodec.domain.multimodal import MultiModalFieldConfig, MultiModalKwargsItems, NestedTensors
+from mmcodec.generated import multimodal as mm
 
 __all__ = [
     "SYNTHETIC",

@@ -20,9 +20,9 @@ from typing import Any, Final, TypeVar
 
 import torch
 
-import generated.multimodal as mm
 from bench.baselines import BASELINES, Baseline, Frame
-from bench.payloads import iter_tensors
+from mmcodec.generated import multimodal as mm
+from mmcodec.payloads import iter_tensors
 from mmcodec.runtime.tensors import DEFAULT_INLINE_THRESHOLD
 
 K = TypeVar("K", bound=Hashable)

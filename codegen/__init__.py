@@ -1,9 +1,11 @@
 """The mmcodec schema compiler: YAML type specs -> validated IR -> generated msgspec codecs.
 
-Pipeline: :mod:`codegen.load` (YAML with positions) -> :mod:`codegen.validate`
-(every error, with file:line:col, or the IR) -> :mod:`codegen.ir` -> :mod:`codegen.render`
-(Jinja2 templates) -> :mod:`codegen.output` (format, compare, write atomically).
-The compiler never imports generated code.
+Pipeline: :mod:`~mmcodec.codegen.load` (YAML with positions) ->
+:mod:`~mmcodec.codegen.validate` (every error, with file:line:col, or the IR) ->
+:mod:`~mmcodec.codegen.ir` -> :mod:`~mmcodec.codegen.render` (Jinja2 templates) ->
+:mod:`~mmcodec.codegen.output` (format, compare, write atomically).
+The compiler never imports generated code. Installed as ``mmcodec.codegen``; its
+command is ``mmcodec`` (``python -m mmcodec.codegen``).
 """
 
-GENERATOR_VERSION = "0.2.0"
+GENERATOR_VERSION = "0.3.0"

@@ -1,4 +1,4 @@
-"""``python -m codegen``: validate, generate, check, compat, json-schema."""
+"""``mmcodec`` (= ``python -m mmcodec.codegen``): validate, generate, check, compat, json-schema."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from codegen.compat import breaking_changes
-from codegen.diagnostics import SchemaErrors, format_json, format_text
-from codegen.jsonschema import schema_language_json
-from codegen.output import compare, plan_output, write
-from codegen.validate import compile_schemas
+from mmcodec.codegen.compat import breaking_changes
+from mmcodec.codegen.diagnostics import SchemaErrors, format_json, format_text
+from mmcodec.codegen.jsonschema import schema_language_json
+from mmcodec.codegen.output import compare, plan_output, write
+from mmcodec.codegen.validate import compile_schemas
 
 FIX_HINT = "run: make generate"
 
@@ -28,7 +28,7 @@ def _schema_files(paths: Sequence[str], schema_dir: Path) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m codegen", description=__doc__)
+    parser = argparse.ArgumentParser(prog="mmcodec", description=__doc__)
     parser.add_argument(
         "--root", type=Path, default=Path.cwd(), help="project root; relative paths start there"
     )

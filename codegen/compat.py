@@ -11,8 +11,8 @@ changes: add a new struct as a new variant instead.
 
 from __future__ import annotations
 
-from codegen import ir
-from codegen.validate import render_type
+from mmcodec.codegen import ir
+from mmcodec.codegen.validate import render_type
 
 
 def breaking_changes(old: list[ir.Module], new: list[ir.Module]) -> list[str]:

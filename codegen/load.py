@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from codegen.diagnostics import Diagnostic, Position
+from mmcodec.codegen.diagnostics import Diagnostic, Position
 
 
 @dataclass(frozen=True, slots=True)

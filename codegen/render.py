@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jinja2
 
-from codegen import GENERATOR_VERSION, ir
+from mmcodec.codegen import GENERATOR_VERSION, ir
 
 _TEMPLATES = Path(__file__).parent / "templates"
 

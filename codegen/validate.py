@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codegen import ir
-from codegen.diagnostics import Diagnostic, Position, SchemaErrors
-from codegen.load import LoadedFile, Map, Node, Scalar, Seq, load_file
-from codegen.typeexpr import RawType, TypeSyntaxError, parse_type
+from mmcodec.codegen import ir
+from mmcodec.codegen.diagnostics import Diagnostic, Position, SchemaErrors
+from mmcodec.codegen.load import LoadedFile, Map, Node, Scalar, Seq, load_file
+from mmcodec.codegen.typeexpr import RawType, TypeSyntaxError, parse_type
 
 FILE_KEYS = ("schema", "version", "doc", "imports", "exports", "types")
 TYPE_KEYS = ("doc", "bind", "struct", "union", "mapping")

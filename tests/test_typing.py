@@ -8,7 +8,7 @@ from pathlib import Path
 from mypy import api
 
 SNIPPET = """
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 
 frames = mm.encode(mm.PlaceholderRange(offset=0, length=1))
 reveal_type(frames)
@@ -25,7 +25,7 @@ spec.offset = "three"
 
 EXPECTED = [
     'note: Revealed type is "list[memoryview[int]]"',
-    'note: Revealed type is "generated.multimodal.PlaceholderRange"',
+    'note: Revealed type is "mmcodec.generated.multimodal.PlaceholderRange"',
     'note: Revealed type is "int"',
     'note: Revealed type is "torch._tensor.Tensor | None"',
     'note: Revealed type is "mmcodec.domain.multimodal.MultiModalKwargsItems"',

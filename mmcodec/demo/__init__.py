@@ -6,7 +6,7 @@ started with :mod:`subprocess`: nothing is pickled on the way, unlike
 connects to it over ZMQ ``ipc://`` (``--transport tcp`` for ``tcp://127.0.0.1``;
 ``--shm`` adds a shared-memory pool for frames of 64 KiB and more, see
 :mod:`mmcodec.transport.shm`; ``make demo`` runs without, then with it) and sends it
-the realistic payload set of :mod:`bench.payloads` — Qwen2.5-VL (5184x1176 bf16, flat)
+the realistic payload set of :mod:`mmcodec.payloads` — Qwen2.5-VL (5184x1176 bf16, flat)
 + grid, LLaVA (3x336x336), InternVL (13x3x448x448 + a shared token id, 2 items),
 MiniCPM-V (a ragged list of 10), Whisper (128x3000), Idefics3 (pixel values + bool
 mask), a 16-image Qwen2.5-VL request built with ``from_hf_inputs`` and "64 small items"

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-import generated.multimodal as mm
-from bench.payloads import PAYLOADS, llava
+from mmcodec.generated import multimodal as mm
+from mmcodec.payloads import PAYLOADS, llava
 
 __all__ = ["DEMO_PAYLOADS", "QUICK", "DemoPayload", "llava_feature_spec"]
 

@@ -21,9 +21,9 @@ import msgspec
 import torch
 import zmq
 
-import generated.multimodal as mm
 from mmcodec.demo.payloads import DEMO_PAYLOADS
 from mmcodec.demo.protocol import CONTROL_DECODER, ENCODER, Ready, Result, Stop
+from mmcodec.generated import multimodal as mm
 from mmcodec.runtime.equality import tensors_equal
 from mmcodec.transport import zmq as mmzmq
 from mmcodec.transport.shm import SharedMemoryAttacher

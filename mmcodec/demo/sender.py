@@ -17,12 +17,10 @@ from typing import Any, Final, TextIO
 
 import zmq
 
-import bench
-import generated
-import generated.multimodal as mm
 import mmcodec
 from mmcodec.demo.payloads import DEMO_PAYLOADS, QUICK, DemoPayload
 from mmcodec.demo.protocol import ENCODER, REPORT_DECODER, Announce, Ready, Result, Stop
+from mmcodec.generated import multimodal as mm
 from mmcodec.transport import zmq as mmzmq
 from mmcodec.transport.shm import (
     DEFAULT_POOL_BYTES,
@@ -82,8 +80,7 @@ class _Receiver:
                 _bind(self.reports, transport, directory, "reports"),
             ]
             # The receiver imports the very code this process runs, wherever it lives.
-            roots = {str(Path(m.__file__ or "").resolve().parents[1]) for m in (mmcodec, bench)}
-            roots.add(str(Path(generated.__file__ or "").resolve().parents[1]))
+            roots = {str(Path(mmcodec.__file__ or "").resolve().parents[1])}
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join([*sorted(roots), env.get("PYTHONPATH", "")])
             command = [sys.executable, "-m", "mmcodec.demo.receiver", *self.endpoints]

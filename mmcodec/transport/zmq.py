@@ -5,7 +5,7 @@ first, then tensor payloads); on a ROUTER socket a routing-id part comes first. 
 with any socket type that carries multipart messages (PUSH/PULL, DEALER/ROUTER, PAIR,
 PUB/SUB) over ``ipc://``, ``tcp://`` and ``inproc://``::
 
-    import generated.multimodal as mm
+    from mmcodec.generated import multimodal as mm
     from mmcodec.transport import zmq as mmzmq
 
     tracker = mmzmq.send(push, mm, items)  # None when every part was copied
@@ -115,7 +115,7 @@ _T = TypeVar("_T")
 class Codec(Protocol):
     """What the transport needs from a codec; a generated module satisfies it.
 
-    ``import generated.multimodal as mm`` then pass ``mm``.
+    ``from mmcodec.generated import multimodal as mm`` then pass ``mm``.
     """
 
     def encode(self, obj: Any, *, type: Any = None) -> list[memoryview]: ...

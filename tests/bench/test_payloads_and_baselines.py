@@ -20,14 +20,6 @@ from bench.baselines import (
     TorchSave,
     vllm_msgpack,
 )
-from bench.payloads import (
-    PAYLOADS,
-    QWEN_GRIDS,
-    iter_tensors,
-    llava,
-    small_items,
-    tensor_bytes,
-)
 from mmcodec.domain.multimodal import (
     BatchedField,
     FlatField,
@@ -37,6 +29,14 @@ from mmcodec.domain.multimodal import (
     MultiModalKwargsItems,
     NestedTensors,
     SharedField,
+)
+from mmcodec.payloads import (
+    PAYLOADS,
+    QWEN_GRIDS,
+    iter_tensors,
+    llava,
+    small_items,
+    tensor_bytes,
 )
 from mmcodec.runtime.equality import values_equal
 

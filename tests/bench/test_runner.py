@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 
-import generated.multimodal as mm
 from bench import crossprocess, report
 from bench.__main__ import main
 from bench.baselines import Baseline, Frame, MsgspecHooks, PickleInBand
@@ -27,7 +26,6 @@ from bench.inprocess import (
     run_inprocess,
     single_tensor,
 )
-from bench.payloads import llava, small_items, tensor_bytes
 from bench.runner import (
     METHODS,
     MMCODEC,
@@ -48,6 +46,8 @@ from mmcodec.domain.multimodal import (
     MultiModalKwargsItems,
     NestedTensors,
 )
+from mmcodec.generated import multimodal as mm
+from mmcodec.payloads import llava, small_items, tensor_bytes
 
 TINY = Budget(warmup=1, min_reps=2, max_reps=2, seconds=0.0)
 SMALL_BYTES = 64 * (3 * 8 + 16 * 16 * 2) + 128 * 4 + 2 * 4  # distinct tensor bytes: 34,824

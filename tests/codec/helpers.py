@@ -9,7 +9,7 @@ import msgspec
 import numpy as np
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from mmcodec.runtime.dtypes import BY_NAME
 from mmcodec.runtime.wire import Envelope
 

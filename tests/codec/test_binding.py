@@ -12,7 +12,7 @@ import msgspec
 import pytest
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from tests import bound_classes as bc
 from tests.codec.helpers import assert_nested_equal
 from tests.golden import bound

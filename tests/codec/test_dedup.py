@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from tests.codec.helpers import address, assert_items_equal, assert_nested_equal, header
 from tests.codec.helpers import payload_bytes as payload_bytes_of
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from tests.codec.helpers import address, assert_nested_equal, single
 
 PIXELS = "$['image'][0]['pixel_values'].data"

@@ -16,7 +16,7 @@ import msgspec
 import pytest
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from tests.codec.helpers import assert_nested_equal
 from tests.evolution import HERE, forget, generate
 from tests.golden import bound

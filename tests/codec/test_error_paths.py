@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from mmcodec.runtime import builtins as runtime_builtins
 
 

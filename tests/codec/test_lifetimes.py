@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from tests.codec.helpers import address, assert_nested_equal
 
 

@@ -14,7 +14,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from mmcodec.runtime.dtypes import BY_NAME
 from tests.codec.helpers import (
     DTYPE_NAMES,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from tests.codec.helpers import assert_items_equal, assert_nested_equal, random_tensor
 
 Codec = Callable[[mm.MultiModalKwargsItems], mm.MultiModalKwargsItems]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from mmcodec.runtime.dtypes import BY_NAME
 from tests.codec.helpers import (
     DTYPE_NAMES,

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from mmcodec.runtime.tensors import DEFAULT_INLINE_THRESHOLD
 from tests.codec.helpers import address, assert_nested_equal, header, inside
 

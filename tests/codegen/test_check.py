@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.cli import main
+from mmcodec.codegen.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

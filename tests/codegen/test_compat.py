@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.cli import main
+from mmcodec.codegen.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 EVOLUTION = ROOT / "tests" / "evolution"

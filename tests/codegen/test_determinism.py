@@ -19,8 +19,8 @@ SCHEMA_DIRS = {"tests/schemas": "tests.golden", "schema": "generated"}
 _REVERSED_ORDER = """
 import json, sys
 from pathlib import Path
-from codegen.output import plan_output
-from codegen.validate import compile_schemas
+from mmcodec.codegen.output import plan_output
+from mmcodec.codegen.validate import compile_schemas
 root, out, dirs = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
 plans = {}
 for schemas, package in dirs.items():

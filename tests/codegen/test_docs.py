@@ -1,7 +1,7 @@
 """The worked example of docs/schema-language.md compiles and runs as written.
 
 Code blocks preceded by ``<!-- file: PATH -->`` are written to a fresh project root,
-``python -m codegen generate`` compiles its schemas, and the block preceded by
+``mmcodec generate`` compiles its schemas, and the block preceded by
 ``<!-- run -->`` runs there.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.cli import main
+from mmcodec.codegen.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "schema-language.md"
@@ -45,12 +45,14 @@ def test_worked_example_validates_generates_and_runs(
         (root / path).write_text(code, encoding="utf-8")
     shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")  # ruff settings
     assert main(["--root", str(root), "validate"]) == 0
-    assert main(["--root", str(root), "generate"]) == 0
+    out_args = ["--schemas", "schema", "--out", "myapp/codecs"]
+    assert main(["--root", str(root), "generate", *out_args]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "ok: 2 schema file(s) valid"
-    generated = sorted(p.name for p in (root / "generated").iterdir())
+    generated = sorted(p.name for p in (root / "myapp" / "codecs").iterdir())
     assert generated == ["__init__.py", "geometry.py", "py.typed", "vision.py"]
-    check = "import generated.vision as v, sys; assert v.__file__.startswith(sys.argv[1])\n"
+    check = "from myapp.codecs import vision as v; import sys\n"
+    check += "assert v.__file__.startswith(sys.argv[1])\n"
     result = subprocess.run(
         [sys.executable, "-c", check + program, str(root)],
         cwd=root,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from codegen.output import plan_output, write
-from codegen.validate import compile_schemas
+from mmcodec.codegen.output import plan_output, write
+from mmcodec.codegen.validate import compile_schemas
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from codegen.output import Plan, plan_output
-from codegen.validate import compile_schemas
+from mmcodec.codegen.output import Plan, plan_output
+from mmcodec.codegen.validate import compile_schemas
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = "run: make generate"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.cli import main
+from mmcodec.codegen.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 INVALID = Path(__file__).resolve().parent / "invalid"

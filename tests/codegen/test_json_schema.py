@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from codegen import validate
-from codegen.cli import main
-from codegen.jsonschema import schema_language
+from mmcodec.codegen import validate
+from mmcodec.codegen.cli import main
+from mmcodec.codegen.jsonschema import schema_language
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "schema" / "mmcodec.schema.json"

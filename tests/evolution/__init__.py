@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from codegen.output import plan_output, write
-from codegen.validate import compile_schemas
+from mmcodec.codegen.output import plan_output, write
+from mmcodec.codegen.validate import compile_schemas
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent

@@ -32,10 +32,10 @@ import torch  # noqa: F401
 
 if atheris is not None:  # pragma: no cover - needs atheris
     with atheris.instrument_imports(include=["mmcodec", "generated"]):
-        import generated.multimodal as mm
+        from mmcodec.generated import multimodal as mm
         from tests.security.samples import SAMPLES, check_value
 else:
-    import generated.multimodal as mm
+    from mmcodec.generated import multimodal as mm
     from tests.security.samples import SAMPLES, check_value
 
 _KINDS = list(SAMPLES.values())

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from mmcodec.runtime.dtypes import BY_TORCH
 from mmcodec.runtime.equality import tensors_equal
 

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from tests.security.samples import same, tensor_of
 
 THREADS = 8

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from mmcodec.runtime import errors
 from tests.security.samples import SAMPLES, kwargs_items, same
 

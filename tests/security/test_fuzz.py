@@ -39,7 +39,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from mmcodec.runtime.dtypes import BY_NAME
 from tests.security.samples import (
     HEAD_BODY,

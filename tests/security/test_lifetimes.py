@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from tests.security.samples import tensor_of
 
 ITEMS = mm.MultiModalKwargsItems

@@ -17,7 +17,7 @@ import msgspec
 import pytest
 import torch
 
-import generated.multimodal as mm
+from mmcodec.generated import multimodal as mm
 from mmcodec.runtime import errors
 from tests.security.samples import (
     HEAD_BODY,

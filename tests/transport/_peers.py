@@ -31,8 +31,8 @@ from typing import Any, Final
 import torch
 import zmq
 
-import generated.multimodal as mm
-from bench.payloads import PAYLOADS, iter_tensors
+from mmcodec.generated import multimodal as mm
+from mmcodec.payloads import PAYLOADS, iter_tensors
 from mmcodec.transport import zmq as mmzmq
 from mmcodec.transport.shm import SharedMemoryAttacher
 

@@ -8,11 +8,11 @@ import re
 import pytest
 import torch
 
-import generated.multimodal as mm
 from mmcodec.demo import sender
 from mmcodec.demo.payloads import DEMO_PAYLOADS, QUICK, llava_feature_spec
 from mmcodec.demo.receiver import describe_difference
 from mmcodec.demo.sender import HEADER, main
+from mmcodec.generated import multimodal as mm
 from mmcodec.transport.shm import SharedMemoryUnavailable
 
 pytestmark = pytest.mark.timeout(120)

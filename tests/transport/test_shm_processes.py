@@ -14,8 +14,8 @@ from typing import Any, Final
 import pytest
 import zmq
 
-import generated.multimodal as mm
-from bench.payloads import PAYLOADS
+from mmcodec.generated import multimodal as mm
+from mmcodec.payloads import PAYLOADS
 from mmcodec.transport import zmq as mmzmq
 from mmcodec.transport.shm import SharedMemoryPool
 from tests.transport._peers import TIMEOUT_MS

@@ -19,8 +19,8 @@ import pytest
 import torch
 import zmq
 
-import generated.multimodal as mm
-from bench.payloads import PAYLOADS, iter_tensors
+from mmcodec.generated import multimodal as mm
+from mmcodec.payloads import PAYLOADS, iter_tensors
 from mmcodec.transport import zmq as mmzmq
 from tests.transport._sockets import Sockets
 
@@ -68,7 +68,7 @@ def settle(push: zmq.Socket[Any], pull: zmq.Socket[Any]) -> None:
 
 def test_importing_the_codec_does_not_import_zmq() -> None:
     code = (
-        "import sys, mmcodec, mmcodec.transport, generated.multimodal, mmcodec.runtime;"
+        "import sys, mmcodec, mmcodec.transport, mmcodec.generated.multimodal, mmcodec.runtime;"
         "print(sorted(m for m in sys.modules if m == 'zmq' or m.startswith('zmq.')))"
     )
     out = subprocess.run(

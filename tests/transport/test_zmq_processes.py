@@ -20,8 +20,8 @@ import pytest
 import torch
 import zmq
 
-import generated.multimodal as mm
-from bench.payloads import PAYLOADS
+from mmcodec.generated import multimodal as mm
+from mmcodec.payloads import PAYLOADS
 from mmcodec.transport import zmq as mmzmq
 from tests.transport._peers import (
     POOL_A_ELEMENTS,
