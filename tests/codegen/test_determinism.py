@@ -41,11 +41,11 @@ def _run(args: list[str], seed: str) -> str:
 
 
 def _generate(out: Path, seed: str) -> dict[str, dict[str, str]]:
-    """``python -m codegen generate`` of every schema directory into ``out``; the files."""
+    """``python -m mmcodec.codegen generate`` of every schema directory into ``out``; the files."""
     trees = {}
     for schemas, package in SCHEMA_DIRS.items():
         target = out / schemas
-        command = ["-m", "codegen", "generate", "--schemas", schemas, "--out", str(target)]
+        command = ["-m", "mmcodec.codegen", "generate", "--schemas", schemas, "--out", str(target)]
         _run([*command, "--package", package], seed)
         trees[schemas] = {
             p.name: p.read_text(encoding="utf-8") for p in sorted(target.iterdir()) if p.is_file()
