@@ -687,34 +687,6 @@ def _optional_MultiModalKwargsItem_to_wire(
     return None if value is None else _MultiModalKwargsItem_to_wire(value, ctx)
 
 
-def _optional_nested_tensors_from_wire(
-    value: _wire.NestedWire | None, ctx: _DecodeContext
-) -> _b.NestedTensors | None:
-    return None if value is None else _b.nested_tensors_from_wire(value, ctx)
-
-
-def _optional_nested_tensors_to_wire(
-    value: _b.NestedTensors | None, ctx: _EncodeContext
-) -> _wire.NestedWire | None:
-    return None if value is None else _b.nested_tensors_to_wire(value, ctx)
-
-
-def _optional_str_to_wire(value: str | None, ctx: _EncodeContext) -> str | None:
-    return None if value is None else _b.expect_str(value, ctx)
-
-
-def _optional_tensor_from_wire(
-    value: _wire.NonNegative | None, ctx: _DecodeContext
-) -> torch.Tensor | None:
-    return None if value is None else _b.tensor_from_wire(value, ctx)
-
-
-def _optional_tensor_to_wire(
-    value: torch.Tensor | None, ctx: _EncodeContext
-) -> _wire.NonNegative | None:
-    return None if value is None else _b.tensor_to_wire(value, ctx)
-
-
 def _tuple_slice_etc_from_wire(
     value: tuple[_wire.SliceWire, ...], ctx: _DecodeContext
 ) -> tuple[slice, ...]:

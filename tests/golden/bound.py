@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from typing import Annotated, Any, TypeAlias, TypeVar
 
 import msgspec
-import torch
 
 from mmcodec.runtime import builtins as _b
 from mmcodec.runtime import codec as _codec
@@ -332,26 +331,6 @@ def _dict_str_Shape_to_wire(value: dict[str, Shape], ctx: _EncodeContext) -> dic
     except EncodeError as e:
         raise e.at(f"[{key!r}] (key)" if in_key else f"[{key!r}]") from None
     return out
-
-
-def _optional_Shape_from_wire(value: _ShapeWire | None, ctx: _DecodeContext) -> Shape | None:
-    return None if value is None else _Shape_from_wire(value, ctx)
-
-
-def _optional_Shape_to_wire(value: Shape | None, ctx: _EncodeContext) -> _ShapeWire | None:
-    return None if value is None else _Shape_to_wire(value, ctx)
-
-
-def _optional_tensor_from_wire(
-    value: _wire.NonNegative | None, ctx: _DecodeContext
-) -> torch.Tensor | None:
-    return None if value is None else _b.tensor_from_wire(value, ctx)
-
-
-def _optional_tensor_to_wire(
-    value: torch.Tensor | None, ctx: _EncodeContext
-) -> _wire.NonNegative | None:
-    return None if value is None else _b.tensor_to_wire(value, ctx)
 
 
 # -- public API ---------------------------------------------------------------------

@@ -27,7 +27,8 @@ from mmcodec.runtime.errors import DecodeError, EncodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 from mmcodec.runtime.tensors import DecodeContext as _DecodeContext
 from mmcodec.runtime.tensors import EncodeContext as _EncodeContext
-from tests.golden import common as _common
+
+from . import common as _common
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -1695,18 +1696,6 @@ def _list_tuple_int_int_end_to_wire(
     return out
 
 
-def _optional_Point2_from_wire(
-    value: _Point2Wire | _wire.NonNegative | None, ctx: _DecodeContext
-) -> Point2 | None:
-    return None if value is None else _Point2_from_wire(value, ctx)
-
-
-def _optional_Point2_to_wire(
-    value: Point2 | None, ctx: _EncodeContext
-) -> _Point2Wire | _wire.NonNegative | None:
-    return None if value is None else _Point2_to_wire(value, ctx)
-
-
 def _optional_Value_from_wire(value: _ValueWire | None, ctx: _DecodeContext) -> Value | None:
     return None if value is None else _Value_from_wire(value, ctx)
 
@@ -1715,46 +1704,12 @@ def _optional_Value_to_wire(value: Value | None, ctx: _EncodeContext) -> _ValueW
     return None if value is None else _Value_to_wire(value, ctx)
 
 
-def _optional_common_Shape_from_wire(
-    value: _common._ShapeWire | None, ctx: _DecodeContext
-) -> _common.Shape | None:
-    return None if value is None else _common._Shape_from_wire(value, ctx)
-
-
-def _optional_common_Shape_to_wire(
-    value: _common.Shape | None, ctx: _EncodeContext
-) -> _common._ShapeWire | None:
-    return None if value is None else _common._Shape_to_wire(value, ctx)
-
-
 def _optional_int_to_wire(value: int | None, ctx: _EncodeContext) -> int | None:
     return None if value is None else _b.expect_int(value, ctx)
 
 
-def _optional_list_optional_int_to_wire(
-    value: list[int | None] | None, ctx: _EncodeContext
-) -> list[int | None] | None:
-    return None if value is None else _list_optional_int_to_wire(value, ctx)
-
-
-def _optional_list_str_to_wire(value: list[str] | None, ctx: _EncodeContext) -> list[str] | None:
-    return None if value is None else _list_str_to_wire(value, ctx)
-
-
 def _optional_str_to_wire(value: str | None, ctx: _EncodeContext) -> str | None:
     return None if value is None else _b.expect_str(value, ctx)
-
-
-def _optional_tensor_from_wire(
-    value: _wire.NonNegative | None, ctx: _DecodeContext
-) -> torch.Tensor | None:
-    return None if value is None else _b.tensor_from_wire(value, ctx)
-
-
-def _optional_tensor_to_wire(
-    value: torch.Tensor | None, ctx: _EncodeContext
-) -> _wire.NonNegative | None:
-    return None if value is None else _b.tensor_to_wire(value, ctx)
 
 
 def _tuple_Point2_etc_from_wire(
