@@ -168,7 +168,9 @@ def brackets(open_: str, items: Sequence[Doc], close: str) -> Doc:
         joined.append(item)
     if len(items) > 1:
         joined.append(IfBreak(","))
-    return Group((Text(open_), Indent((Line(soft=True), Group(tuple(joined)))), Line(soft=True), Text(close)))
+    return Group(
+        (Text(open_), Indent((Line(soft=True), Group(tuple(joined)))), Line(soft=True), Text(close))
+    )
 
 
 def parenthesize_if_breaks(doc: Doc) -> Doc:
@@ -372,11 +374,17 @@ def _header(code: str, column: int, width: int) -> str | None:
             return None
         returns: Doc = () if node.returns is None else (Text(" -> "), e.text(node.returns))
         params = [e.text(arg) for arg in a.args]
-        return render((Text(f"def {node.name}"), brackets("(", params, ")"), returns, Text(":")), column, width)
+        return render(
+            (Text(f"def {node.name}"), brackets("(", params, ")"), returns, Text(":")),
+            column,
+            width,
+        )
     if isinstance(node, ast.ClassDef):
         bases = [e.doc(b) for b in node.bases]
         bases += [(Text(f"{k.arg}="), e.doc(k.value)) for k in node.keywords]
-        return render((Text(f"class {node.name}"), brackets("(", bases, ")"), Text(":")), column, width)
+        return render(
+            (Text(f"class {node.name}"), brackets("(", bases, ")"), Text(":")), column, width
+        )
     return None
 
 

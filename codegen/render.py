@@ -283,7 +283,9 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
     candidates = [
         *_IMPORTS,
         *(
-            Import(t.binding.module, t.binding.qualname, "" if t.binding.qualname == t.name else t.name)
+            Import(
+                t.binding.module, t.binding.qualname, "" if t.binding.qualname == t.name else t.name
+            )
             for t in module.types
             if t.binding is not None
         ),

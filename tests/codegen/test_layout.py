@@ -120,7 +120,9 @@ def test_equality_of_more_fields_is_one_comparison_per_line() -> None:
 
 
 def test_union_alias_is_parenthesized_then_one_variant_per_line() -> None:
-    short = "_EventWire: TypeAlias = _ClickWire | _KeyWire | _Event_tickWire | _Event_slice_2d_ofWire"
+    short = (
+        "_EventWire: TypeAlias = _ClickWire | _KeyWire | _Event_tickWire | _Event_slice_2d_ofWire"
+    )
     assert statement(short + " | _wire.StrTagRef").splitlines() == [
         "_EventWire: TypeAlias = (",
         "    _ClickWire | _KeyWire | _Event_tickWire | _Event_slice_2d_ofWire | _wire.StrTagRef",
@@ -142,7 +144,8 @@ def test_conditional_expression_is_parenthesized() -> None:
     )
     assert statement(line).splitlines() == [
         "        v_maybe_list = (",
-        "            None if obj.maybe_list is None else _list_optional_int_to_wire(obj.maybe_list, ctx)",
+        "            None if obj.maybe_list is None"
+        " else _list_optional_int_to_wire(obj.maybe_list, ctx)",
         "        )",
     ]
 
@@ -198,12 +201,12 @@ def test_unknown_shapes_and_comments_and_docstrings_are_left_alone() -> None:
         ("plain", '"plain"'),
         ("it's", '"it\'s"'),
         ('say "hi"', "'say \"hi\"'"),  # more double quotes than single: single quotes
-        ("it's \"quoted\"", "'it\\'s \"quoted\"'"),
+        ('it\'s "quoted"', "'it\\'s \"quoted\"'"),
         ('a"b', "'a\"b'"),
         ("a\"b'c", '"a\\"b\'c"'),  # a tie: double quotes, escaped
         ("back\\slash\n\x00é", '"back\\\\slash\\n\\x00é"'),
         (b"hi", 'b"hi"'),
-        (b"\x00\xff\"'", "b\"\\x00\\xff\\\"'\""),
+        (b"\x00\xff\"'", 'b"\\x00\\xff\\"\'"'),
         (0.5, "0.5"),
         (3, "3"),
         (None, "None"),
@@ -234,7 +237,12 @@ def _shapes(rng: random.Random) -> list[Callable[[], str]]:
 
     def annotation() -> str:
         return rng.choice(
-            [n(), f"_{n()}Wire | _wire.NonNegative", f"dict[str, list[{n()} | None]]", f"list[{n()}]"]
+            [
+                n(),
+                f"_{n()}Wire | _wire.NonNegative",
+                f"dict[str, list[{n()} | None]]",
+                f"list[{n()}]",
+            ]
         )
 
     def operand() -> str:
@@ -254,8 +262,10 @@ def _shapes(rng: random.Random) -> list[Callable[[], str]]:
 
     x = f()
     return [
-        lambda: "        return "
-        + " and ".join(f"_b.values_equal(self.{a}, other.{a})" for a in fields()),
+        lambda: (
+            "        return "
+            + " and ".join(f"_b.values_equal(self.{a}, other.{a})" for a in fields())
+        ),
         lambda: f"def _{n()}_to_wire(obj: {n()}, ctx: _EncodeContext) -> {annotation()}:",
         lambda: f"def _{n()}_from_wire(value: {annotation()}, ctx: _DecodeContext) -> {n()}:",
         lambda: f'class _{n()}Wire(msgspec.Struct, array_like=True, frozen=True, tag="{f()}"):',
@@ -265,7 +275,9 @@ def _shapes(rng: random.Random) -> list[Callable[[], str]]:
         lambda: f"        v_{x} = None if obj.{x} is None else {conv()}(obj.{x}, ctx)",
         lambda: f"        v_{x} = _b.constrained({conv()}(obj.{x}, ctx), ge=0, lt=150)",
         lambda: f"        v_{x} = {conv()}(obj.{x}, ctx)",
-        lambda: f'        raise EncodeError(f"expected a {n()}, got {{type(obj).__name__}}") from None',
+        lambda: (
+            f'        raise EncodeError(f"expected a {n()}, got {{type(obj).__name__}}") from None'
+        ),
         lambda: f'        raise EncodeError(f"expected one of {variants()}, got {{type(obj)}}")',
         lambda: f"    return None if value is None else {conv()}(value, ctx)",
         lambda: f"            out.append({conv()}(item, ctx))",
@@ -286,7 +298,12 @@ def _shapes(rng: random.Random) -> list[Callable[[], str]]:
     ]
 
 
-_NESTING = {0: "", 4: "def f():\n", 8: "def f():\n    if x:\n", 12: "def f():\n    if x:\n        if y:\n"}
+_NESTING = {
+    0: "",
+    4: "def f():\n",
+    8: "def f():\n    if x:\n",
+    12: "def f():\n    if x:\n        if y:\n",
+}
 
 
 def _in_context(line: str) -> str:
