@@ -67,7 +67,7 @@ def used_names(source: str) -> set[str]:
             used.add(node.id)
         elif isinstance(node, ast.Assign) and _targets(node) == ["__all__"]:
             assert isinstance(node.value, ast.List)
-            used.update(e.value for e in node.value.elts if isinstance(e, ast.Constant))
+            used.update(str(e.value) for e in node.value.elts if isinstance(e, ast.Constant))
         elif isinstance(node, ast.AnnAssign) and ast.unparse(node.annotation) == "TypeAlias":
             if isinstance(node.value, ast.Constant):
                 used |= _names_in_string(node.value)

@@ -233,8 +233,8 @@ class _Expressions:
             return (*self._union(node.left), Line(), Text("| "), self.doc(node.right))
         if isinstance(node, ast.Compare):
             parts = [self.doc(node.left)]
-            for op, right in zip(node.ops, node.comparators, strict=True):
-                parts += [Line(), Text(f"{_OPERATORS[type(op)]} "), self.doc(right)]
+            for comparison, right in zip(node.ops, node.comparators, strict=True):
+                parts += [Line(), Text(f"{_OPERATORS[type(comparison)]} "), self.doc(right)]
             return tuple(parts)
         if isinstance(node, ast.IfExp):
             body, test, orelse = self.doc(node.body), self.doc(node.test), self.doc(node.orelse)
@@ -306,8 +306,8 @@ def _statement(code: str, column: int, width: int) -> str | None:
     if keyword in ("if", "elif") and code.endswith(":"):
         test = code[len(keyword) + 1 : -1]
         e = _Expressions(test)
-        node = ast.parse(test, mode="eval").body
-        return render((Text(keyword + " "), e.value(node), Text(":")), column, width)
+        condition = ast.parse(test, mode="eval").body
+        return render((Text(keyword + " "), e.value(condition), Text(":")), column, width)
     if keyword in ("def", "class") and code.endswith(":"):
         return _header(code, column, width)
     e = _Expressions(code)
