@@ -80,6 +80,8 @@ class Group:
     """Printed flat when it fits, else with every ``Line`` directly inside it broken."""
 
     parts: tuple[Doc, ...]
+    broken: bool = False
+    """Broken even when it would fit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +117,9 @@ def render(doc: Doc, column: int, width: int = WIDTH) -> str:
         elif isinstance(d, Indent):
             stack.append((indent + INDENT, broken, d.parts))
         elif isinstance(d, Group):
-            flat = not broken or _fits((indent, _FLAT, d.parts), stack, width - position)
+            flat = not broken or (
+                not d.broken and _fits((indent, _FLAT, d.parts), stack, width - position)
+            )
             stack.append((indent, not flat, d.parts))
         elif isinstance(d, Line):
             if broken:
@@ -285,8 +289,10 @@ class _Expressions:
 # -- statements ------------------------------------------------------------------
 
 
-def statement(line: str, width: int = WIDTH) -> str:
-    """One statement, as the template wrote it on one line, laid out within ``width``.
+def statement(line: str, width: int = WIDTH, *, item: bool = False) -> str:
+    """One statement, as the template wrote it on one line, laid out within ``width``;
+    with ``item``, one item of a bracketed list that the template broke one per line
+    (``f(x),`` or ``name=value,``).
 
     A line that fits, or a shape this module does not know, is returned unchanged.
     """
@@ -295,10 +301,26 @@ def statement(line: str, width: int = WIDTH) -> str:
     code = line.lstrip(" ")
     column = len(line) - len(code)
     try:
-        laid_out = _statement(code, column, width)
+        laid_out = (_item if item else _statement)(code, column, width)
     except SyntaxError:
         return line
     return line if laid_out is None else " " * column + laid_out
+
+
+def _item(code: str, column: int, width: int) -> str | None:
+    comma = code.endswith(",")
+    e = _Expressions(f"_({code.removesuffix(',')})")
+    call = ast.parse(e.source, mode="eval").body
+    assert isinstance(call, ast.Call)
+    arguments = [*call.args, *call.keywords]
+    if len(arguments) != 1:
+        return None
+    argument = arguments[0]
+    if isinstance(argument, ast.keyword):
+        doc: Doc = (Text(f"{argument.arg}="), e.doc(argument.value))
+    else:
+        doc = e.doc(argument)
+    return render((doc, Text("," if comma else "")), column, width)
 
 
 def _statement(code: str, column: int, width: int) -> str | None:
@@ -325,6 +347,9 @@ def _statement(code: str, column: int, width: int) -> str | None:
     if isinstance(node, ast.AnnAssign):
         target = (e.text(node.target), Text(": "), e.value(node.annotation))
         if node.value is None:
+            if isinstance(node.annotation, (ast.Name, ast.Attribute)):  # unsplittable
+                head = code[: code.index(": ") + 2]
+                return _assignment(e, Text(head), node.annotation, column, width)
             return render(target, column, width)
         if isinstance(node.value, ast.Constant) and not isinstance(node.value.value, str):
             # ruff would rather put the value in parentheses than split the annotation
@@ -334,28 +359,34 @@ def _statement(code: str, column: int, width: int) -> str | None:
         return _assignment(e, (*target, Text(" = ")), node.value, column, width)
     if isinstance(node, ast.Expr):
         value = node.value
-        if isinstance(value, ast.Tuple) and len(value.elts) == 1 and code.endswith(","):
-            return render((e.value(value.elts[0]), Text(",")), column, width)  # a list item
         return render(e.value(value), column, width)
     return None
 
 
 def _assignment(e: _Expressions, target: Doc, value: ast.expr, column: int, width: int) -> str:
-    """``x = value``: a string, or a chain ruff would split at its last call, is put in
-    parentheses when that makes it fit on one line; else split there (a string: not at all)."""
+    """``x = value``, chosen as ruff's "best fit" does: a name, a string, or a chain ruff
+    would split at its last call, is put in parentheses when that makes it fit on one
+    line; else a chain is split at that call if its first line fits, or else broken
+    inside parentheses."""
     head = render(target, column, width)
     if isinstance(value, (ast.Call, ast.Subscript)):
         laid_out = render((target, e.value(value)), column, width)
         if column + len(laid_out.split("\n", 1)[0]) <= width:
             return laid_out
         return _parenthesized(head, e.value(value), column, width)  # its head is too long
-    string = isinstance(value, ast.Constant) and isinstance(value.value, str)
-    if not string and (e.chain(value) is None or not e.omits_parentheses(value)):
+    bare = isinstance(value, (ast.Name, ast.Attribute)) or (
+        isinstance(value, ast.Constant) and isinstance(value.value, str)
+    )
+    if not bare and (e.chain(value) is None or not e.omits_parentheses(value)):
         return render((target, e.value(value)), column, width)
     flat = e.text(value).text
     if column + INDENT + len(flat) <= width:
         return _parenthesized(head, Text(flat), column, width)
-    return render((target, e.value(value)), column, width)
+    laid_out = render((target, e.value(value)), column, width)
+    chain = e.chain(value)
+    if chain is None or column + len(laid_out.split("\n", 1)[0]) <= width:
+        return laid_out
+    return render((target, parenthesize_if_breaks(Group(chain))), column, width)
 
 
 def _parenthesized(head: str, value: Doc, column: int, width: int) -> str:
@@ -372,13 +403,27 @@ def _header(code: str, column: int, width: int) -> str | None:
         a = node.args
         if a.posonlyargs or a.vararg or a.kwonlyargs or a.kwarg or a.defaults:
             return None
-        returns: Doc = () if node.returns is None else (Text(" -> "), e.text(node.returns))
-        params = [e.text(arg) for arg in a.args]
-        return render(
-            (Text(f"def {node.name}"), brackets("(", params, ")"), returns, Text(":")),
-            column,
-            width,
+        params = brackets(
+            "(",
+            [
+                e.text(p) if p.annotation is None else (Text(f"{p.arg}: "), e.doc(p.annotation))
+                for p in a.args
+            ],
+            ")",
         )
+        name = Text(f"def {node.name}")
+        if node.returns is None:
+            return render((name, params, Text(":")), column, width)
+        laid_out = render(
+            (name, params, Text(" -> "), e.text(node.returns), Text(":")), column, width
+        )
+        if all(len(line) <= width for line in laid_out.split("\n")[1:]):
+            return laid_out
+        # ruff splits the parameters first, and the return annotation only when that
+        # is not enough.
+        assert isinstance(params, Group)
+        params = Group(params.parts, broken=True)
+        return render((name, params, Text(" -> "), e.value(node.returns), Text(":")), column, width)
     if isinstance(node, ast.ClassDef):
         bases = [e.doc(b) for b in node.bases]
         bases += [(Text(f"{k.arg}="), e.doc(k.value)) for k in node.keywords]
@@ -394,13 +439,25 @@ def long_lines(source: str, width: int = WIDTH) -> str:
     Lines inside multi-line strings (docstrings) and lines with a comment stay as written.
     """
     keep: set[int] = set()
+    depth = 0
+    started: set[int] = set()
+    inside: set[int] = set()  # lines that start inside brackets: items of a list
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        row = token.start[0]
+        if row not in started:
+            started.add(row)
+            if depth:
+                inside.add(row)
         if token.type == tokenize.COMMENT:
-            keep.add(token.start[0])
-        elif token.type == tokenize.STRING and token.start[0] != token.end[0]:
-            keep.update(range(token.start[0], token.end[0] + 1))
+            keep.add(row)
+        elif token.type == tokenize.STRING and row != token.end[0]:
+            keep.update(range(row, token.end[0] + 1))
+        elif token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth -= 1
     lines = source.split("\n")
     return "\n".join(
-        line if number in keep else statement(line, width)
+        line if number in keep else statement(line, width, item=number in inside)
         for number, line in enumerate(lines, start=1)
     )

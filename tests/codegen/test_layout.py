@@ -177,7 +177,7 @@ def test_raise_keeps_its_cause_after_the_call() -> None:
 def test_list_item_keeps_its_comma() -> None:
     names = ("SharedField", "_SharedFieldWire", "_SharedField_to_wire", "_SharedField_from_wire")
     line = '        _codec.NamedType("SharedField", ' + ", ".join(names) + "),"
-    assert statement(line).splitlines() == [
+    assert statement(line, item=True).splitlines() == [
         "        _codec.NamedType(",
         '            "SharedField",',
         *(f"            {n}," for n in names),
@@ -268,6 +268,7 @@ def _shapes(rng: random.Random) -> list[Callable[[], str]]:
         ),
         lambda: f"def _{n()}_to_wire(obj: {n()}, ctx: _EncodeContext) -> {annotation()}:",
         lambda: f"def _{n()}_from_wire(value: {annotation()}, ctx: _DecodeContext) -> {n()}:",
+        lambda: f"def _{n()}_etc(value: tuple[{annotation()}, ...], ctx: _DecodeContext) -> {n()}:",
         lambda: f'class _{n()}Wire(msgspec.Struct, array_like=True, frozen=True, tag="{f()}"):',
         lambda: f"class {n()}(dict[{operand()}, {operand()}]):",
         lambda: f"{n()}: TypeAlias = " + " | ".join(operand() for _ in range(rng.randint(2, 6))),
@@ -295,6 +296,7 @@ def _shapes(rng: random.Random) -> list[Callable[[], str]]:
         lambda: f'    seen = ctx.shared["{f()}.{n()}"]',
         lambda: f"        raise _b.construct_failure({n()}, e) from e",
         lambda: f'        _codec.NamedType("{x}", {x}, _{x}Wire, _{x}_to_wire, _{x}_from_wire),',
+        lambda: f"        {x}=_b.constrained({conv()}(obj.{x}, ctx), ge=0, lt=150),",
     ]
 
 
@@ -309,9 +311,10 @@ _NESTING = {
 def _in_context(line: str) -> str:
     """``line`` laid out, inside what makes it valid Python at its indentation."""
     column = len(line) - len(line.lstrip())
-    code, laid_out = line.lstrip(), statement(line)
-    if code.endswith(",") and not code.startswith(("def ", "class ")):
-        return f"_CODEC = f(\n    [\n{laid_out}\n    ],\n)"
+    code = line.lstrip()
+    if code.endswith(","):  # an item of the list the template writes one per line
+        return f"_CODEC = f(\n    g(\n{statement(line, item=True)}\n    ),\n)"
+    laid_out = statement(line)
     if code.startswith(("def ", "class ", "if ", "elif ")):
         if code.startswith("elif "):
             laid_out = f"{' ' * column}if x:\n{' ' * (column + 4)}pass\n{laid_out}"
