@@ -227,63 +227,63 @@ class _Expressions:
 
     def chain(self, node: ast.expr) -> tuple[Doc, ...] | None:
         """An operator chain broken before each operator, or None for other expressions."""
-        if isinstance(node, ast.BoolOp):
-            op = _OPERATORS[type(node.op)]
-            parts: list[Doc] = [self.doc(node.values[0])]
-            for value in node.values[1:]:
-                parts += [Line(), Text(f"{op} "), self.doc(value)]
-            return tuple(parts)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-            return (*self._union(node.left), Line(), Text("| "), self.doc(node.right))
-        if isinstance(node, ast.Compare):
-            parts = [self.doc(node.left)]
-            for comparison, right in zip(node.ops, node.comparators, strict=True):
-                parts += [Line(), Text(f"{_OPERATORS[type(comparison)]} "), self.doc(right)]
-            return tuple(parts)
         if isinstance(node, ast.IfExp):
             body, test, orelse = self.doc(node.body), self.doc(node.test), self.doc(node.orelse)
             return (body, Line(), Text("if "), test, Line(), Text("else "), orelse)
-        return None
-
-    def _union(self, node: ast.expr) -> tuple[Doc, ...]:
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-            return (*self._union(node.left), Line(), Text("| "), self.doc(node.right))
-        return (self.doc(node),)
+        split = _operands(node)
+        if split is None:
+            return None
+        operands, operators = split
+        parts: list[Doc] = [self.doc(operands[0])]
+        for operator, operand in zip(operators, operands[1:], strict=True):
+            parts += [Line(), Text(f"{operator} "), self.doc(operand)]
+        return tuple(parts)
 
     def _parenthesized(self, node: ast.expr) -> bool:
         return isinstance(node, ast.Tuple) and self.text(node).text.startswith("(")
 
-    def operands(self, node: ast.expr) -> int:
-        """How many operands a chain has at its top level (1 for anything else)."""
-        if isinstance(node, ast.BoolOp):
-            return len(node.values)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-            return self.operands(node.left) + 1
-        if isinstance(node, ast.Compare):
-            return len(node.ops) + 1
-        return 1
-
     def value(self, node: ast.expr) -> Doc:
         """A statement's expression: a chain gets parentheses when it does not fit,
-        unless ruff splits its last call instead (see ``omits_parentheses``)."""
+        unless ruff splits its last call instead (see :func:`_omits_parentheses`)."""
         chain = self.chain(node)
         if chain is None:
             return self.doc(node)
-        if self.omits_parentheses(node):
-            return tuple(Text(" ") if isinstance(p, Line) else p for p in chain)
-        return parenthesize_if_breaks(Group(chain))
+        split = _operands(node)
+        if split is None or not _omits_parentheses(split[0]):
+            return parenthesize_if_breaks(Group(chain))
+        # No parentheses: only brackets may break, so operands that are chains stay flat.
+        operands, operators = split
+        parts = [self._bracketed_or_flat(operands[0])]
+        for operator, operand in zip(operators, operands[1:], strict=True):
+            parts += [Text(f" {operator} "), self._bracketed_or_flat(operand)]
+        return tuple(parts)
 
     def omits_parentheses(self, node: ast.expr) -> bool:
-        """A chain of two operands whose last one is a call or subscript: ruff splits
-        that one's brackets rather than adding parentheses (``a and f(\\n x\\n)``)."""
-        if isinstance(node, ast.IfExp) or self.operands(node) != 2:
-            return False
-        last = node.values[-1] if isinstance(node, ast.BoolOp) else None
-        if isinstance(node, ast.BinOp):
-            last = node.right
-        elif isinstance(node, ast.Compare):
-            last = node.comparators[-1]
-        return isinstance(last, (ast.Call, ast.Subscript))
+        split = _operands(node)
+        return split is not None and _omits_parentheses(split[0])
+
+    def _bracketed_or_flat(self, node: ast.expr) -> Doc:
+        return self.doc(node) if isinstance(node, (ast.Call, ast.Subscript)) else self.text(node)
+
+
+def _operands(node: ast.expr) -> tuple[list[ast.expr], list[str]] | None:
+    """The operands and operators of a chain (``and``/``or``, ``|``, comparisons)."""
+    if isinstance(node, ast.BoolOp):
+        return list(node.values), [_OPERATORS[type(node.op)]] * (len(node.values) - 1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        nested = isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.BitOr)
+        left = _operands(node.left) if nested else None
+        operands, operators = left if left is not None else ([node.left], [])
+        return [*operands, node.right], [*operators, "|"]
+    if isinstance(node, ast.Compare):
+        return [node.left, *node.comparators], [_OPERATORS[type(op)] for op in node.ops]
+    return None
+
+
+def _omits_parentheses(operands: list[ast.expr]) -> bool:
+    """Two operands, the last a call or subscript: ruff splits that one's brackets
+    rather than adding parentheses (``a and f(`` / ``x`` / ``)``)."""
+    return len(operands) == 2 and isinstance(operands[-1], (ast.Call, ast.Subscript))
 
 
 # -- statements ------------------------------------------------------------------
@@ -312,14 +312,13 @@ def _item(code: str, column: int, width: int) -> str | None:
     e = _Expressions(f"_({code.removesuffix(',')})")
     call = ast.parse(e.source, mode="eval").body
     assert isinstance(call, ast.Call)
-    arguments = [*call.args, *call.keywords]
-    if len(arguments) != 1:
+    if len(call.args) + len(call.keywords) != 1:
         return None
-    argument = arguments[0]
-    if isinstance(argument, ast.keyword):
-        doc: Doc = (Text(f"{argument.arg}="), e.doc(argument.value))
+    if call.keywords:
+        keyword = call.keywords[0]
+        doc: Doc = (Text(f"{keyword.arg}="), e.doc(keyword.value))
     else:
-        doc = e.doc(argument)
+        doc = e.doc(call.args[0])
     return render((doc, Text("," if comma else "")), column, width)
 
 

@@ -7,6 +7,7 @@ dev extra): ruff must leave the layout unchanged.
 
 from __future__ import annotations
 
+import ast
 import random
 import subprocess
 import textwrap
@@ -341,3 +342,16 @@ def test_ruff_format_leaves_the_layout_unchanged() -> None:
 
         diff = difflib.unified_diff(source.splitlines(), result.stdout.splitlines(), lineterm="")
         pytest.fail("ruff lays these out otherwise:\n" + "\n".join(list(diff)[:60]))
+
+
+def test_a_chain_without_parentheses_breaks_only_inside_brackets() -> None:
+    """In ``a or f(...)`` split at ``f``, an operand that is itself a chain stays whole."""
+    long = "x" * 40
+    line = f"        return type(wire) is _{long}Wire or check(obj.{long}, ctx)"
+    laid_out = statement(line)
+    assert laid_out.splitlines() == [
+        f"        return type(wire) is _{long}Wire or check(",
+        f"            obj.{long}, ctx",
+        "        )",
+    ]
+    ast.parse(textwrap.dedent(laid_out))
