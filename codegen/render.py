@@ -4,7 +4,12 @@ For each type expression the renderer decides three things: its annotation in
 domain code, its annotation on the wire, and how a value converts each way.
 A conversion is always a callable ``f(value, ctx)``: a runtime helper, a function
 generated for a named type, or a generated helper for a container type (one per
-distinct type expression, named after it, so output is stable).
+distinct type expression, named after it, so output is stable); a helper exists
+only when generated code calls it.
+
+The output needs no formatter: the imports are those the rendered body uses
+(:mod:`~mmcodec.codegen.imports`), and statements too long for a line are broken
+as ``ruff format`` would break them (:mod:`~mmcodec.codegen.layout`).
 """
 
 from __future__ import annotations
