@@ -2,8 +2,9 @@
 
 Pipeline: :mod:`~mmcodec.codegen.load` (YAML with positions) ->
 :mod:`~mmcodec.codegen.validate` (every error, with file:line:col, or the IR) ->
-:mod:`~mmcodec.codegen.ir` -> :mod:`~mmcodec.codegen.render` (Jinja2 templates) ->
-:mod:`~mmcodec.codegen.output` (format, compare, write atomically).
+:mod:`~mmcodec.codegen.ir` -> :mod:`~mmcodec.codegen.render` (Jinja2 templates; imports from
+:mod:`~mmcodec.codegen.imports`, long lines by :mod:`~mmcodec.codegen.layout`: no formatter) ->
+:mod:`~mmcodec.codegen.output` (compare, write atomically).
 The compiler never imports generated code. Installed as ``mmcodec.codegen``; its
 command is ``mmcodec`` (``python -m mmcodec.codegen``).
 """

@@ -1,13 +1,13 @@
-"""Generated files: render every module, format it, then write or compare.
+"""Generated files: render every module, then write or compare.
 
-Output is a pure function of the schema files: no timestamps, modules in name
-order, and formatting by a pinned ruff, so ``check`` can compare byte for byte.
+Output is a pure function of the schema files and the compiler's version: no
+timestamps, modules in name order, and no formatter (the renderer lays the code out
+itself), so ``check`` can compare byte for byte on any machine.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,40 +21,6 @@ INIT_TEXT = (
 )
 
 
-def _ruff() -> list[str]:
-    try:
-        from ruff.__main__ import find_ruff_bin  # type: ignore[import-untyped]
-    except ImportError as e:  # pragma: no cover - the dev extra is a build requirement
-        raise SystemExit("codegen needs ruff to format its output: pip install -e '.[dev]'") from e
-    return [os.fsdecode(find_ruff_bin())]
-
-
-# Import hygiene is left to ruff: which imports a module needs, and how they group
-# (first- or third-party bound classes), depends on the project's ruff configuration.
-_IMPORT_FIXES = "I001,F401,RUF022"
-
-
-def format_source(source: str, filename: str, root: Path) -> str:
-    """Sort imports and ``__all__``, drop unused imports, then ``ruff format`` the source.
-
-    Both steps read their configuration from ``root``'s pyproject.toml.
-    """
-    fix = ["check", "--fix-only", "--select", _IMPORT_FIXES, "--stdin-filename", filename, "-"]
-    for command in (fix, ["format", "--stdin-filename", filename, "-"]):
-        result = subprocess.run(
-            [*_ruff(), *command],
-            input=source,
-            capture_output=True,
-            text=True,
-            cwd=root,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise RuntimeError(f"ruff could not format the generated {filename}:\n{result.stderr}")
-        source = result.stdout
-    return source
-
-
 @dataclass(frozen=True)
 class Plan:
     """Every file the output directory should hold, relative path -> content."""
@@ -63,15 +29,12 @@ class Plan:
 
 
 def plan_output(modules: list[ir.Module], package: str, out_dir: Path, root: Path) -> Plan:
-    """The output files. ``out_dir`` does not affect them: each module is formatted as the
-    file its import name gives under ``root`` (ruff's settings depend on a file's path)."""
-    del out_dir
+    """The output files. Neither ``out_dir`` nor ``root`` affects them: nothing on disk
+    does (``package`` names the output package; see :mod:`mmcodec.codegen.imports`)."""
+    del out_dir, root
     files = {"__init__.py": INIT_TEXT, "py.typed": ""}
     for module in modules:
-        filename = f"{module.name}.py"
-        source = render_module(module, modules, package)
-        as_if = root.joinpath(*package.split("."), filename)
-        files[filename] = format_source(source, str(as_if), root)
+        files[f"{module.name}.py"] = render_module(module, modules, package)
     return Plan(dict(sorted(files.items())))
 
 

@@ -4,7 +4,12 @@ For each type expression the renderer decides three things: its annotation in
 domain code, its annotation on the wire, and how a value converts each way.
 A conversion is always a callable ``f(value, ctx)``: a runtime helper, a function
 generated for a named type, or a generated helper for a container type (one per
-distinct type expression, named after it, so output is stable).
+distinct type expression, named after it, so output is stable); a helper exists
+only when generated code calls it.
+
+The output needs no formatter: the imports are those the rendered body uses
+(:mod:`~mmcodec.codegen.imports`), and statements too long for a line are broken
+as ``ruff format`` would break them (:mod:`~mmcodec.codegen.layout`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from pathlib import Path
 
 import jinja2
 
-from mmcodec.codegen import GENERATOR_VERSION, ir
+from mmcodec.codegen import GENERATOR_VERSION, ir, layout
+from mmcodec.codegen.imports import Import, import_block, sort_all, used_names
 
 _TEMPLATES = Path(__file__).parent / "templates"
 
@@ -32,6 +38,25 @@ _WIRE_BUILTINS = {
     "nested_tensors": "_wire.NestedWire",
     "slice": "_wire.SliceWire",
 }
+
+
+# Everything a generated module may import besides its bound classes, exports and
+# sibling modules; it imports those its code uses (see mmcodec.codegen.imports).
+_IMPORTS = (
+    Import("collections.abc", "Sequence"),
+    *(Import("typing", name) for name in ("Annotated", "Any", "TypeAlias", "TypeVar")),
+    Import("msgspec"),
+    Import("torch"),
+    Import("mmcodec.runtime", "builtins", "_b"),
+    Import("mmcodec.runtime", "codec", "_codec"),
+    Import("mmcodec.runtime", "wire", "_wire"),
+    Import("mmcodec.runtime.errors", "DecodeError"),
+    Import("mmcodec.runtime.errors", "EncodeError"),
+    Import("mmcodec.runtime.limits", "DEFAULT_LIMITS"),
+    Import("mmcodec.runtime.limits", "Limits"),
+    Import("mmcodec.runtime.tensors", "DecodeContext", "_DecodeContext"),
+    Import("mmcodec.runtime.tensors", "EncodeContext", "_EncodeContext"),
+)
 
 
 def environment() -> jinja2.Environment:
@@ -96,7 +121,7 @@ class _Renderer:
             return f"{self.wire_annotation(t.inner, constraints)} | None"
         base = self._wire_base(t)
         if constraints is not None and constraints.items():
-            meta = ", ".join(f"{k}={v!r}" for k, v in constraints.items())
+            meta = ", ".join(f"{k}={layout.literal(v)}" for k, v in constraints.items())
             return f"Annotated[{base}, msgspec.Meta({meta})]"
         return base
 
@@ -242,7 +267,7 @@ def _literal(value: object) -> str:
         return "{}"
     if isinstance(value, float) and not math.isfinite(value):
         return f'float("{value}")'  # repr gives `inf` / `nan`, which are not Python names
-    return repr(value)
+    return layout.literal(value)
 
 
 def _docstring(text: str) -> str:
@@ -250,7 +275,7 @@ def _docstring(text: str) -> str:
 
 
 def render_module(module: ir.Module, all_modules: list[ir.Module], package: str) -> str:
-    """The Python source of one generated module (before formatting)."""
+    """The Python source of one generated module, laid out as ``ruff format`` would."""
     defs = {(m.name, t.name): t for m in all_modules for t in m.types}
     r = _Renderer(module, package, defs)
     views = {t.name: _type_view(r, t) for t in module.types}
@@ -260,16 +285,20 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
         view = views[name]
         key = "domain_alias" if view["kind"] == "union" else "value_domain"
         view[key] = f'"{view[key]}"'
-    bindings = sorted(
-        {
-            (t.binding.module, t.binding.qualname, t.name)
+    candidates = [
+        *_IMPORTS,
+        *(
+            Import(
+                t.binding.module, t.binding.qualname, "" if t.binding.qualname == t.name else t.name
+            )
             for t in module.types
             if t.binding is not None
-        }
-        | {(e.module, e.qualname, e.qualname) for e in module.exports}
-    )
+        ),
+        *(Import(e.module, e.qualname) for e in module.exports),
+        *(Import(".", other, f"_{other}") for other in module.imports),
+    ]
     helpers = sorted(r.helpers.values(), key=lambda h: h.name)
-    public = sorted(
+    public = sort_all(
         {t.name for t in module.types}
         | {e.qualname for e in module.exports}
         | {
@@ -285,23 +314,21 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
             "SCHEMA_MAJOR",
         }
     )
-    return (
-        environment()
-        .get_template("module.py.j2")
-        .render(
-            module=module,
-            doc=_docstring(module.doc),
-            generator_version=GENERATOR_VERSION,
-            package=package,
-            bindings=bindings,
-            imports=module.imports,
-            types=types,
-            domain_types=[views[n] for n in domain_order],
-            wire_types=[views[n] for n in _wire_order(module)],
-            helpers=helpers,
-            public=public,
-        )
-    )
+    template = environment().get_template("module.py.j2")
+    context = {
+        "module": module,
+        "doc": _docstring(module.doc),
+        "generator_version": GENERATOR_VERSION,
+        "types": types,
+        "domain_types": [views[n] for n in domain_order],
+        "wire_types": [views[n] for n in _wire_order(module)],
+        "helpers": helpers,
+        "public": public,
+    }
+    # The body first, to see which names it uses; then the module with their imports.
+    body = template.render(context, imports="")
+    imports = import_block(candidates, used_names(body), package)
+    return layout.long_lines(template.render(context, imports=imports))
 
 
 def _local_refs(module: ir.Module, t: ir.TypeExpr) -> list[str]:
@@ -414,8 +441,6 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
                     "default": _literal(f.default.value)
                     if isinstance(f.default, ir.Default)
                     else None,
-                    "to_wire": r.to_wire(f.type),
-                    "from_wire": r.from_wire(f.type),
                     "to_wire_expr": _constrained(
                         r.convert_expr(f.type, f"obj.{f.name}", "to_wire"), f.constraints
                     ),
@@ -427,7 +452,7 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
         base.update(
             kind="struct",
             fields=fields,
-            tag=None if t.tag is None else repr(t.tag),
+            tag=None if t.tag is None else layout.literal(t.tag),
             shared=r.shared(named),
             wire_ref=r.wire_ref(named),
         )
@@ -439,7 +464,7 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
             )
             variants.append(
                 {
-                    "tag": repr(v.tag),
+                    "tag": layout.literal(v.tag),
                     "domain": r.domain_annotation(v.type),
                     "check": _isinstance_check(r, v.type),
                     "wrapped": not named_struct,
@@ -499,7 +524,7 @@ def _constrained(expression: str, constraints: ir.Constraints) -> str:
     """Check a field's constraints when encoding too, so that bad values fail at the sender."""
     if not constraints.items():
         return expression
-    arguments = ", ".join(f"{name}={value!r}" for name, value in constraints.items())
+    arguments = ", ".join(f"{name}={layout.literal(value)}" for name, value in constraints.items())
     return f"_b.constrained({expression}, {arguments})"
 
 

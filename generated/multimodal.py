@@ -178,7 +178,8 @@ _MultiModalKwargsItemsWire: TypeAlias = dict[str, list[_MultiModalKwargsItemWire
 
 
 def _BatchedField_to_wire(obj: BatchedField, ctx: _EncodeContext) -> _BatchedFieldWire:
-    where = ".keep_on_cpu"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".keep_on_cpu"
     try:
         v_keep_on_cpu = _b.expect_bool(obj.keep_on_cpu, ctx)
     except EncodeError as e:
@@ -236,7 +237,8 @@ def _FlatSlice_from_wire(wire: _FlatSliceWire, ctx: _DecodeContext) -> FlatSlice
 
 
 def _FlatField_to_wire(obj: FlatField, ctx: _EncodeContext) -> _FlatFieldWire:
-    where = ".slices"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".slices"
     try:
         v_slices = _list_FlatSlice_to_wire(obj.slices, ctx)
         where = ".dim"
@@ -255,7 +257,8 @@ def _FlatField_to_wire(obj: FlatField, ctx: _EncodeContext) -> _FlatFieldWire:
 
 
 def _FlatField_from_wire(wire: _FlatFieldWire, ctx: _DecodeContext) -> FlatField:
-    where = ".slices"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".slices"
     try:
         v_slices = _list_FlatSlice_from_wire(wire.slices, ctx)
     except DecodeError as e:
@@ -272,7 +275,8 @@ def _FlatField_from_wire(wire: _FlatFieldWire, ctx: _DecodeContext) -> FlatField
 
 
 def _SharedField_to_wire(obj: SharedField, ctx: _EncodeContext) -> _SharedFieldWire:
-    where = ".batch_size"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".batch_size"
     try:
         v_batch_size = _b.constrained(_b.expect_int(obj.batch_size, ctx), ge=0)
         where = ".keep_on_cpu"
@@ -352,7 +356,8 @@ def _MultiModalFieldElem_to_wire(
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
-    where = ".data"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".data"
     try:
         v_data = None if obj.data is None else _b.nested_tensors_to_wire(obj.data, ctx)
         where = ".field"
@@ -379,7 +384,8 @@ def _MultiModalFieldElem_from_wire(
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "MultiModalFieldElem")
-    where = ".data"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".data"
     try:
         v_data = None if wire.data is None else _b.nested_tensors_from_wire(wire.data, ctx)
         where = ".field"
@@ -442,7 +448,8 @@ def _PlaceholderRange_to_wire(
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
-    where = ".offset"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".offset"
     try:
         v_offset = _b.constrained(_b.expect_int(obj.offset, ctx), ge=0)
         where = ".length"
@@ -470,7 +477,8 @@ def _PlaceholderRange_from_wire(
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "PlaceholderRange")
-    where = ".is_embed"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".is_embed"
     try:
         v_is_embed = None if wire.is_embed is None else _b.tensor_from_wire(wire.is_embed, ctx)
     except DecodeError as e:
@@ -496,7 +504,8 @@ def _MultiModalFeatureSpec_to_wire(
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
-    where = ".data"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".data"
     try:
         v_data = None if obj.data is None else _MultiModalKwargsItem_to_wire(obj.data, ctx)
         where = ".modality"
@@ -532,7 +541,8 @@ def _MultiModalFeatureSpec_from_wire(
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "MultiModalFeatureSpec")
-    where = ".data"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".data"
     try:
         v_data = None if wire.data is None else _MultiModalKwargsItem_from_wire(wire.data, ctx)
         where = ".mm_position"
@@ -685,34 +695,6 @@ def _optional_MultiModalKwargsItem_to_wire(
     value: MultiModalKwargsItem | None, ctx: _EncodeContext
 ) -> _MultiModalKwargsItemWire | None:
     return None if value is None else _MultiModalKwargsItem_to_wire(value, ctx)
-
-
-def _optional_nested_tensors_from_wire(
-    value: _wire.NestedWire | None, ctx: _DecodeContext
-) -> _b.NestedTensors | None:
-    return None if value is None else _b.nested_tensors_from_wire(value, ctx)
-
-
-def _optional_nested_tensors_to_wire(
-    value: _b.NestedTensors | None, ctx: _EncodeContext
-) -> _wire.NestedWire | None:
-    return None if value is None else _b.nested_tensors_to_wire(value, ctx)
-
-
-def _optional_str_to_wire(value: str | None, ctx: _EncodeContext) -> str | None:
-    return None if value is None else _b.expect_str(value, ctx)
-
-
-def _optional_tensor_from_wire(
-    value: _wire.NonNegative | None, ctx: _DecodeContext
-) -> torch.Tensor | None:
-    return None if value is None else _b.tensor_from_wire(value, ctx)
-
-
-def _optional_tensor_to_wire(
-    value: torch.Tensor | None, ctx: _EncodeContext
-) -> _wire.NonNegative | None:
-    return None if value is None else _b.tensor_to_wire(value, ctx)
 
 
 def _tuple_slice_etc_from_wire(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +42,6 @@ def test_worked_example_validates_generates_and_runs(
     for path, code in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(code, encoding="utf-8")
-    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")  # ruff settings
     assert main(["--root", str(root), "validate"]) == 0
     out_args = ["--schemas", "schema", "--out", "myapp/codecs"]
     assert main(["--root", str(root), "generate", *out_args]) == 0

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from typing import Annotated, Any, TypeAlias, TypeVar
 
 import msgspec
-import torch
 
 from mmcodec.runtime import builtins as _b
 from mmcodec.runtime import codec as _codec
@@ -87,7 +86,8 @@ _CatalogWire: TypeAlias = dict[str, _ShapeWire]
 
 
 def _Point_to_wire(obj: Point, ctx: _EncodeContext) -> _PointWire:
-    where = ".x"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".x"
     try:
         v_x = _b.expect_float(obj.x, ctx)
         where = ".y"
@@ -114,7 +114,8 @@ def _Point_from_wire(wire: _PointWire, ctx: _DecodeContext) -> Point:
 
 
 def _Circle_to_wire(obj: Circle, ctx: _EncodeContext) -> _CircleWire:
-    where = ".center"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".center"
     try:
         v_center = _Point_to_wire(obj.center, ctx)
         where = ".radius"
@@ -130,7 +131,8 @@ def _Circle_to_wire(obj: Circle, ctx: _EncodeContext) -> _CircleWire:
 
 
 def _Circle_from_wire(wire: _CircleWire, ctx: _DecodeContext) -> Circle:
-    where = ".center"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".center"
     try:
         v_center = _Point_from_wire(wire.center, ctx)
     except DecodeError as e:
@@ -146,7 +148,8 @@ def _Circle_from_wire(wire: _CircleWire, ctx: _DecodeContext) -> Circle:
 
 
 def _Polygon_to_wire(obj: Polygon, ctx: _EncodeContext) -> _PolygonWire:
-    where = ".vertices"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".vertices"
     try:
         v_vertices = _b.tensor_to_wire(obj.vertices, ctx)
         where = ".closed"
@@ -162,7 +165,8 @@ def _Polygon_to_wire(obj: Polygon, ctx: _EncodeContext) -> _PolygonWire:
 
 
 def _Polygon_from_wire(wire: _PolygonWire, ctx: _DecodeContext) -> Polygon:
-    where = ".vertices"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".vertices"
     try:
         v_vertices = _b.tensor_from_wire(wire.vertices, ctx)
     except DecodeError as e:
@@ -236,7 +240,8 @@ def _Scene_to_wire(obj: Scene, ctx: _EncodeContext) -> _SceneWire | _wire.NonNeg
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
-    where = ".name"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".name"
     try:
         v_name = _b.expect_str(obj.name, ctx)
         where = ".image"
@@ -271,7 +276,8 @@ def _Scene_from_wire(wire: _SceneWire | _wire.NonNegative, ctx: _DecodeContext) 
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "Scene")
-    where = ".image"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".image"
     try:
         v_image = _b.tensor_from_wire(wire.image, ctx)
         where = ".features"
@@ -332,26 +338,6 @@ def _dict_str_Shape_to_wire(value: dict[str, Shape], ctx: _EncodeContext) -> dic
     except EncodeError as e:
         raise e.at(f"[{key!r}] (key)" if in_key else f"[{key!r}]") from None
     return out
-
-
-def _optional_Shape_from_wire(value: _ShapeWire | None, ctx: _DecodeContext) -> Shape | None:
-    return None if value is None else _Shape_from_wire(value, ctx)
-
-
-def _optional_Shape_to_wire(value: Shape | None, ctx: _EncodeContext) -> _ShapeWire | None:
-    return None if value is None else _Shape_to_wire(value, ctx)
-
-
-def _optional_tensor_from_wire(
-    value: _wire.NonNegative | None, ctx: _DecodeContext
-) -> torch.Tensor | None:
-    return None if value is None else _b.tensor_from_wire(value, ctx)
-
-
-def _optional_tensor_to_wire(
-    value: torch.Tensor | None, ctx: _EncodeContext
-) -> _wire.NonNegative | None:
-    return None if value is None else _b.tensor_to_wire(value, ctx)
 
 
 # -- public API ---------------------------------------------------------------------

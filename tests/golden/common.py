@@ -124,7 +124,8 @@ def _Point_to_wire(obj: Point, ctx: _EncodeContext) -> _PointWire | _wire.NonNeg
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
-    where = ".x"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".x"
     try:
         v_x = _b.expect_int(obj.x, ctx)
         where = ".y"
@@ -207,7 +208,8 @@ def _Shape_from_wire(wire: _ShapeWire, ctx: _DecodeContext) -> Shape:
 
 
 def _Circle_to_wire(obj: Circle, ctx: _EncodeContext) -> _CircleWire:
-    where = ".center"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".center"
     try:
         v_center = _Point_to_wire(obj.center, ctx)
         where = ".radius"
@@ -223,7 +225,8 @@ def _Circle_to_wire(obj: Circle, ctx: _EncodeContext) -> _CircleWire:
 
 
 def _Circle_from_wire(wire: _CircleWire, ctx: _DecodeContext) -> Circle:
-    where = ".center"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".center"
     try:
         v_center = _Point_from_wire(wire.center, ctx)
     except DecodeError as e:

@@ -27,7 +27,8 @@ from mmcodec.runtime.errors import DecodeError, EncodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 from mmcodec.runtime.tensors import DecodeContext as _DecodeContext
 from mmcodec.runtime.tensors import EncodeContext as _EncodeContext
-from tests.golden import common as _common
+
+from . import common as _common
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -562,7 +563,8 @@ def _Defaults_to_wire(obj: Defaults, ctx: _EncodeContext) -> _DefaultsWire | _wi
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
-    where = ".required"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".required"
     try:
         v_required = _b.expect_str(obj.required, ctx)
         where = ".count"
@@ -649,7 +651,8 @@ def _Constrained_to_wire(
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
-    where = ".age"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".age"
     try:
         v_age = _b.constrained(_b.expect_int(obj.age, ctx), ge=0, lt=150)
         where = ".score"
@@ -720,7 +723,8 @@ def _Containers_to_wire(
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
-    where = ".ints"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".ints"
     try:
         v_ints = _list_int_to_wire(obj.ints, ctx)
         where = ".pair"
@@ -768,7 +772,8 @@ def _Containers_from_wire(
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "Containers")
-    where = ".many"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".many"
     try:
         v_many = _tuple_Point2_etc_from_wire(wire.many, ctx)
         where = ".by_id"
@@ -804,7 +809,8 @@ def _Point2_to_wire(obj: Point2, ctx: _EncodeContext) -> _Point2Wire | _wire.Non
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
-    where = ".x"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".x"
     try:
         v_x = _b.expect_float(obj.x, ctx)
         where = ".y"
@@ -845,7 +851,8 @@ def _Builtins_to_wire(obj: Builtins, ctx: _EncodeContext) -> _BuiltinsWire | _wi
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
-    where = ".i"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".i"
     try:
         v_i = _b.expect_int(obj.i, ctx)
         where = ".f"
@@ -889,7 +896,8 @@ def _Builtins_from_wire(wire: _BuiltinsWire | _wire.NonNegative, ctx: _DecodeCon
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "Builtins")
-    where = ".t"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".t"
     try:
         v_t = _b.tensor_from_wire(wire.t, ctx)
         where = ".nt"
@@ -931,7 +939,8 @@ def _Empty_from_wire(wire: _EmptyWire, ctx: _DecodeContext) -> Empty:
 
 
 def _Sample_to_wire(obj: Sample, ctx: _EncodeContext) -> _SampleWire:
-    where = ".value"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".value"
     try:
         v_value = _b.expect_float(obj.value, ctx)
         where = ".weight"
@@ -1098,7 +1107,8 @@ def _Event_from_wire(wire: _EventWire, ctx: _DecodeContext) -> Event:
 
 
 def _Click_to_wire(obj: Click, ctx: _EncodeContext) -> _ClickWire:
-    where = ".at"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".at"
     try:
         v_at = _common._Point_to_wire(obj.at, ctx)
         where = ".button"
@@ -1114,7 +1124,8 @@ def _Click_to_wire(obj: Click, ctx: _EncodeContext) -> _ClickWire:
 
 
 def _Click_from_wire(wire: _ClickWire, ctx: _DecodeContext) -> Click:
-    where = ".at"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".at"
     try:
         v_at = _common._Point_from_wire(wire.at, ctx)
     except DecodeError as e:
@@ -1130,7 +1141,8 @@ def _Click_from_wire(wire: _ClickWire, ctx: _DecodeContext) -> Click:
 
 
 def _Key_to_wire(obj: Key, ctx: _EncodeContext) -> _KeyWire:
-    where = ".code"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".code"
     try:
         v_code = _b.expect_str(obj.code, ctx)
         where = ".modifiers"
@@ -1189,7 +1201,8 @@ def _Node_to_wire(obj: Node, ctx: _EncodeContext) -> _NodeWire | _wire.NonNegati
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
-    where = ".label"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".label"
     try:
         v_label = _b.expect_str(obj.label, ctx)
         where = ".children"
@@ -1215,7 +1228,8 @@ def _Node_from_wire(wire: _NodeWire | _wire.NonNegative, ctx: _DecodeContext) ->
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "Node")
-    where = ".children"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".children"
     try:
         v_children = _list_Node_from_wire(wire.children, ctx)
     except DecodeError as e:
@@ -1272,7 +1286,8 @@ def _Expr_from_wire(wire: _ExprWire, ctx: _DecodeContext) -> Expr:
 
 
 def _Lit_to_wire(obj: Lit, ctx: _EncodeContext) -> _LitWire:
-    where = ".value"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".value"
     try:
         v_value = _b.expect_int(obj.value, ctx)
     except EncodeError as e:
@@ -1295,7 +1310,8 @@ def _Lit_from_wire(wire: _LitWire, ctx: _DecodeContext) -> Lit:
 
 
 def _Add_to_wire(obj: Add, ctx: _EncodeContext) -> _AddWire:
-    where = ".left"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".left"
     try:
         v_left = _Expr_to_wire(obj.left, ctx)
         where = ".right"
@@ -1311,7 +1327,8 @@ def _Add_to_wire(obj: Add, ctx: _EncodeContext) -> _AddWire:
 
 
 def _Add_from_wire(wire: _AddWire, ctx: _DecodeContext) -> Add:
-    where = ".left"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".left"
     try:
         v_left = _Expr_from_wire(wire.left, ctx)
         where = ".right"
@@ -1329,7 +1346,8 @@ def _Add_from_wire(wire: _AddWire, ctx: _DecodeContext) -> Add:
 
 
 def _Neg_to_wire(obj: Neg, ctx: _EncodeContext) -> _NegWire:
-    where = ".operand"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".operand"
     try:
         v_operand = _Expr_to_wire(obj.operand, ctx)
     except EncodeError as e:
@@ -1342,7 +1360,8 @@ def _Neg_to_wire(obj: Neg, ctx: _EncodeContext) -> _NegWire:
 
 
 def _Neg_from_wire(wire: _NegWire, ctx: _DecodeContext) -> Neg:
-    where = ".operand"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".operand"
     try:
         v_operand = _Expr_from_wire(wire.operand, ctx)
     except DecodeError as e:
@@ -1363,7 +1382,8 @@ def _Drawing_to_wire(obj: Drawing, ctx: _EncodeContext) -> _DrawingWire | _wire.
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
-    where = ".origin"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".origin"
     try:
         v_origin = _common._Point_to_wire(obj.origin, ctx)
         where = ".shapes"
@@ -1392,7 +1412,8 @@ def _Drawing_from_wire(wire: _DrawingWire | _wire.NonNegative, ctx: _DecodeConte
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
         raise ctx.bad_back_reference(values, wire, "Drawing")
-    where = ".origin"  # the field being converted, for the error path
+    # The field being converted, for the error path:
+    where = ".origin"
     try:
         v_origin = _common._Point_from_wire(wire.origin, ctx)
         where = ".shapes"
@@ -1695,18 +1716,6 @@ def _list_tuple_int_int_end_to_wire(
     return out
 
 
-def _optional_Point2_from_wire(
-    value: _Point2Wire | _wire.NonNegative | None, ctx: _DecodeContext
-) -> Point2 | None:
-    return None if value is None else _Point2_from_wire(value, ctx)
-
-
-def _optional_Point2_to_wire(
-    value: Point2 | None, ctx: _EncodeContext
-) -> _Point2Wire | _wire.NonNegative | None:
-    return None if value is None else _Point2_to_wire(value, ctx)
-
-
 def _optional_Value_from_wire(value: _ValueWire | None, ctx: _DecodeContext) -> Value | None:
     return None if value is None else _Value_from_wire(value, ctx)
 
@@ -1715,46 +1724,12 @@ def _optional_Value_to_wire(value: Value | None, ctx: _EncodeContext) -> _ValueW
     return None if value is None else _Value_to_wire(value, ctx)
 
 
-def _optional_common_Shape_from_wire(
-    value: _common._ShapeWire | None, ctx: _DecodeContext
-) -> _common.Shape | None:
-    return None if value is None else _common._Shape_from_wire(value, ctx)
-
-
-def _optional_common_Shape_to_wire(
-    value: _common.Shape | None, ctx: _EncodeContext
-) -> _common._ShapeWire | None:
-    return None if value is None else _common._Shape_to_wire(value, ctx)
-
-
 def _optional_int_to_wire(value: int | None, ctx: _EncodeContext) -> int | None:
     return None if value is None else _b.expect_int(value, ctx)
 
 
-def _optional_list_optional_int_to_wire(
-    value: list[int | None] | None, ctx: _EncodeContext
-) -> list[int | None] | None:
-    return None if value is None else _list_optional_int_to_wire(value, ctx)
-
-
-def _optional_list_str_to_wire(value: list[str] | None, ctx: _EncodeContext) -> list[str] | None:
-    return None if value is None else _list_str_to_wire(value, ctx)
-
-
 def _optional_str_to_wire(value: str | None, ctx: _EncodeContext) -> str | None:
     return None if value is None else _b.expect_str(value, ctx)
-
-
-def _optional_tensor_from_wire(
-    value: _wire.NonNegative | None, ctx: _DecodeContext
-) -> torch.Tensor | None:
-    return None if value is None else _b.tensor_from_wire(value, ctx)
-
-
-def _optional_tensor_to_wire(
-    value: torch.Tensor | None, ctx: _EncodeContext
-) -> _wire.NonNegative | None:
-    return None if value is None else _b.tensor_to_wire(value, ctx)
 
 
 def _tuple_Point2_etc_from_wire(
