@@ -89,7 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     compat = command(
         "compat", "exit 1 if the schemas break wire compatibility with an older version"
     )
-    compat.add_argument("old", nargs="?", help="the older schema file or directory")
+    compat.add_argument(
+        "old", nargs="?", help="the older schema file or directory (not with --against)"
+    )
     compat.add_argument("new", nargs="?", help="the newer one (default: schema/)")
     compat.add_argument("--against", metavar="GIT_REF", help="take the older schemas from git")
     output_format(compat)
@@ -212,8 +214,10 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_compat(args: argparse.Namespace) -> int:
+    if args.against is not None and args.new is None:
+        args.old, args.new = None, args.old  # `compat --against REF [NEW]`
     if (args.old is None) == (args.against is None):
-        raise UsageError("give either OLD [NEW] or --against GIT_REF")
+        raise UsageError("give either OLD [NEW] or --against GIT_REF [NEW]")
     root = _root(args)
     new_paths = [root / (args.new or DEFAULT_SCHEMAS)]
     new_files = schema_files(new_paths, root)

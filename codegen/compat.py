@@ -146,6 +146,12 @@ def _compare_structs(old: ir.StructDef, new: ir.StructDef, source: str) -> list[
                 f"became a union variant (tag {new.tag!r}), which changes its own wire form; "
                 "add a new struct as the new variant instead",
             )
+        elif new.tag is None:
+            change(
+                at,
+                f"is no longer a union variant (it had tag {old.tag!r}), which changes its own "
+                "wire form",
+            )
         else:
             change(at, f"tag changed from {old.tag!r} to {new.tag!r}")
     # Which old field each new field is: same name, or the same place when both names are
@@ -170,8 +176,10 @@ def _compare_structs(old: ir.StructDef, new: ir.StructDef, source: str) -> list[
             continue
         if any(k > i for k in kept):
             consequence = "fields travel by position, so the ones after it would be misread"
-        else:
-            consequence = "older codecs still expect it there"
+        elif isinstance(f.default, ir.NoDefault):
+            consequence = "older codecs require it"
+        else:  # old codecs would fill in its default; reusing the place is the danger
+            consequence = "a field appended later would be read as it by older codecs"
         change(at, f"field `{f.name}` removed from position {i}; {consequence}")
     last_kept = max((j for j, i in enumerate(origin) if i is not None), default=-1)
     for j, f in enumerate(new.fields):

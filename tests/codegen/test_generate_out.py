@@ -140,9 +140,7 @@ def test_force_overwrites_and_removes_foreign_files(
     assert main(["--root", str(root), "check", "--out", "pkg"]) == 0
 
 
-def test_a_symlink_in_the_output_is_foreign(
-    root: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_symlink_in_the_output_is_foreign(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = root / "pkg"
     assert generate(root) == 0
     elsewhere = root / "elsewhere"

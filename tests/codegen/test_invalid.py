@@ -130,7 +130,9 @@ def test_unreadable_file_is_a_usage_error(
     code, out, err = _validate_in(tmp_path, capsys, "c.yaml")
     assert (code, out) == (2, "")
     assert err.startswith("mmcodec validate: error: ")
-    assert err.endswith((": cannot read: Permission denied\n", ": cannot read: Input/output error\n"))
+    assert err.endswith(
+        (": cannot read: Permission denied\n", ": cannot read: Input/output error\n")
+    )
 
 
 def _validate_in(
