@@ -152,7 +152,13 @@ def test_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_command_line_exit_status_and_output() -> None:
     """The real entry point, as CI runs it."""
     result = subprocess.run(
-        [sys.executable, "-m", "codegen", "validate", "tests/codegen/invalid/several_errors.yaml"],
+        [
+            sys.executable,
+            "-m",
+            "mmcodec.codegen",
+            "validate",
+            "tests/codegen/invalid/several_errors.yaml",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
