@@ -93,11 +93,6 @@ def compare_schemas(old: list[ir.Module], new: list[ir.Module]) -> Report:
     )
 
 
-def breaking_changes(old: list[ir.Module], new: list[ir.Module]) -> list[str]:
-    """One line per incompatible change from ``old`` to ``new`` (empty when compatible)."""
-    return [str(c) for c in compare_schemas(old, new).breaking]
-
-
 def _compare_modules(old: ir.Module, new: ir.Module) -> list[Change]:
     changes: list[Change] = []
     new_types = {t.name: t for t in new.types}

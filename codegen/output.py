@@ -189,6 +189,13 @@ def write(plan: Plan, out_dir: Path, *, force: bool = False) -> list[str]:
             f"mmcodec did not write:{shown}\nmove them away or give --out a directory of its "
             "own (--force removes them)"
         )
+    try:
+        return _apply(plan, out_dir, found)
+    except OSError as e:
+        raise UsageError(f"cannot write to {out_dir}: {e.strerror or e}") from e
+
+
+def _apply(plan: Plan, out_dir: Path, found: Survey) -> list[str]:
     out_dir.mkdir(parents=True, exist_ok=True)
     changed = []
     for name, content in plan.files.items():

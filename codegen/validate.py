@@ -502,9 +502,20 @@ def _lower_type(ctx: _Context, scope: _Scope, node: Node) -> ir.TypeExpr | None:
     try:
         raw = parse_type(text)
     except TypeSyntaxError as e:
-        ctx.error(_shift(base, e.offset), f"invalid type {text!r}: {e.message}")
+        ctx.error(_shift(base, e.offset), f"invalid type {text!r}: {e.message}{_pipe_hint(text)}")
         return None
     return _resolve(ctx, scope, raw, base)
+
+
+def _pipe_hint(text: str) -> str:
+    """Python's ``T | None`` is ``optional[T]`` here; other ``|`` unions are union types."""
+    if "|" not in text:
+        return ""
+    parts = [part.strip() for part in text.split("|")]
+    others = [part for part in parts if part != "None"]
+    if len(parts) == 2 and len(others) == 1:
+        return f" (did you mean 'optional[{others[0]}]'?)"
+    return " (write optional[T] for 'T | None'; other alternatives need a union type)"
 
 
 def _string_start(ctx: _Context, node: Scalar) -> Position:

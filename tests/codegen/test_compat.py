@@ -6,6 +6,7 @@ removed, moved, swapped; renamed is a note), each at file:line:col of the new sc
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from mmcodec.codegen import ir
 from mmcodec.codegen.cli import main
+from mmcodec.codegen.render import render_module
 from mmcodec.codegen.validate import compile_schemas
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -354,6 +356,8 @@ def test_the_positions_do_not_change_the_ir(tmp_path: Path) -> None:
     assert isinstance(struct, ir.StructDef) and struct.position is not None
     assert struct.fields[0].position != b.types[0].fields[0].position  # type: ignore[union-attr]
     assert "position" not in repr(struct)
+    moved = dataclasses.replace(a, types=b.types)  # equal types, other positions
+    assert render_module(moved, [moved], "pkg") == render_module(a, [a], "pkg")
 
 
 # -- against a git ref ---------------------------------------------------------------------

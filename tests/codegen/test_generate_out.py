@@ -165,3 +165,13 @@ def test_an_output_path_that_is_a_file_is_a_usage_error(
     assert capsys.readouterr().err == (
         f"mmcodec generate: error: output directory {root / 'pkg'} is a file\n"
     )
+
+
+def test_an_output_folder_that_cannot_be_created_is_a_usage_error(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (root / "file").write_text("")
+    assert main(["--root", str(root), "generate", "--out", "file/pkg"]) == 2
+    assert capsys.readouterr().err == (
+        f"mmcodec generate: error: cannot write to {root / 'file' / 'pkg'}: Not a directory\n"
+    )
