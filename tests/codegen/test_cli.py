@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from mmcodec.codegen.cli import EXIT_CODES, main
+from mmcodec.codegen import cli
+from mmcodec.codegen.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 MMCODEC = Path(sys.executable).parent / "mmcodec"  # the console script of this environment
@@ -95,12 +96,12 @@ def test_help_documents_the_exit_codes(
     assert exited.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: mmcodec ")
-    assert EXIT_CODES in out
+    assert cli.EXIT_CODES in out
 
 
 def test_docs_state_the_same_exit_codes() -> None:
     docs = (ROOT / "docs" / "schema-language.md").read_text()
-    for code, meaning in re.findall(r"^  ([012])  (\w[^:]*):", EXIT_CODES, re.M):
+    for code, meaning in re.findall(r"^  ([012])  (\w[^:]*):", cli.EXIT_CODES, re.M):
         assert f"| {code} | {meaning} |" in docs, (code, meaning)
 
 
