@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     """Every subcommand and its options; ``args.run(args)`` runs the chosen one."""
     parser = argparse.ArgumentParser(
         prog="mmcodec",
-        description=__doc__,
+        description="The mmcodec schema compiler (python -m mmcodec.codegen is the same).",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
