@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--root", type=Path, default=None, help="project root; relative paths start there"
+        "--root", type=Path, default=Path.cwd(), help="project root; relative paths start there"
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _root(args: argparse.Namespace) -> Path:
-    return (args.root or Path.cwd()).resolve()
+    return Path(args.root).resolve()
 
 
 def _print_schema_errors(errors: SchemaErrors, args: argparse.Namespace) -> int:
@@ -148,7 +148,7 @@ def run_validate(args: argparse.Namespace) -> int:
 def _fix_command(args: argparse.Namespace, force: bool = False) -> str:
     """The ``generate`` command that repairs what ``check`` found, with the user's options."""
     words = ["mmcodec"]
-    if args.root is not None:
+    if _root(args) != Path.cwd().resolve():
         words += ["--root", str(args.root)]
     words.append("generate")
     for option in ("schemas", "out", "package"):
