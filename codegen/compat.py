@@ -7,91 +7,284 @@ their defaults and ignores trailing fields it does not know). Anything else need
 a new major version, which makes old and new codecs reject each other's messages.
 Note that a struct that becomes a union variant gains a tag, so its own wire form
 changes: add a new struct as a new variant instead.
+
+Struct fields travel by position, not by name, so changes are described the way
+the user made them: a field inserted, removed, moved, or two fields swapped; a
+field renamed in place is compatible and reported as a note. Each change points
+at the new schema (file:line:col).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from mmcodec.codegen import ir
+from mmcodec.codegen.diagnostics import Position
 from mmcodec.codegen.validate import render_type
 
 
-def breaking_changes(old: list[ir.Module], new: list[ir.Module]) -> list[str]:
-    """One line per incompatible change from ``old`` to ``new`` (empty when compatible)."""
-    problems: list[str] = []
+@dataclass(frozen=True, slots=True)
+class Change:
+    position: Position
+    """Where the new schema has it (the old one's, for a removed schema)."""
+    subject: str
+    """The type (or schema) changed."""
+    message: str
+    breaking: bool
+
+    def __str__(self) -> str:
+        note = "" if self.breaking else "note: "
+        return f"{self.position}: {note}{self.subject}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    changes: tuple[Change, ...]
+    compared: tuple[str, ...]
+    """Sources of the new schemas that had an older version to compare with."""
+    new: tuple[str, ...]
+    """Sources of the new schemas without an older version (nothing to break)."""
+
+    @property
+    def breaking(self) -> list[Change]:
+        return [c for c in self.changes if c.breaking]
+
+    def as_json(self) -> dict[str, object]:
+        def row(c: Change) -> dict[str, object]:
+            return {
+                "file": c.position.file,
+                "line": c.position.line,
+                "column": c.position.column,
+                "subject": c.subject,
+                "message": c.message,
+            }
+
+        return {
+            "breaking": [row(c) for c in self.changes if c.breaking],
+            "notes": [row(c) for c in self.changes if not c.breaking],
+            "compared": list(self.compared),
+            "new": list(self.new),
+        }
+
+
+def compare_schemas(old: list[ir.Module], new: list[ir.Module]) -> Report:
+    """Every change from ``old`` to ``new``, matched by schema name."""
+    changes: list[Change] = []
     new_by_name = {m.name: m for m in new}
+    old_names = {m.name for m in old}
     for old_module in old:
         new_module = new_by_name.get(old_module.name)
-        where = old_module.source
         if new_module is None:
-            problems.append(f"{where}: schema {old_module.name!r} was removed")
+            changes.append(
+                Change(
+                    Position(old_module.source, 1, 1),
+                    f"schema {old_module.name!r}",
+                    "removed (its messages can no longer be read)",
+                    breaking=True,
+                )
+            )
+        elif new_module.major == old_module.major:
+            # (a new major version may change anything; decoders tell them apart)
+            changes.extend(_compare_modules(old_module, new_module))
+    return Report(
+        tuple(changes),
+        tuple(m.source for m in new if m.name in old_names),
+        tuple(m.source for m in new if m.name not in old_names),
+    )
+
+
+def _compare_modules(old: ir.Module, new: ir.Module) -> list[Change]:
+    changes: list[Change] = []
+    new_types = {t.name: t for t in new.types}
+    for old_type in old.types:
+        new_type = new_types.get(old_type.name)
+        if new_type is None:
+            where = Position(new.source, 1, 1)
+            changes.append(Change(where, old_type.name, "type removed", breaking=True))
             continue
-        if new_module.major != old_module.major:
-            continue  # a new major version may change anything; decoders tell them apart
-        new_types = {t.name: t for t in new_module.types}
-        for old_type in old_module.types:
-            new_type = new_types.get(old_type.name)
-            prefix = f"{new_module.source}: {old_type.name}"
-            if new_type is None:
-                problems.append(f"{prefix}: type was removed")
-            elif type(new_type) is not type(old_type):
-                problems.append(f"{prefix}: changed from {_kind(old_type)} to {_kind(new_type)}")
-            else:
-                problems.extend(f"{prefix}{p}" for p in _compare(old_type, new_type))
-    return problems
+        at = _position(new_type, new.source)
+        if type(new_type) is not type(old_type):
+            message = f"changed from {_kind(old_type)} to {_kind(new_type)}"
+            changes.append(Change(at, old_type.name, message, breaking=True))
+        elif isinstance(old_type, ir.StructDef) and isinstance(new_type, ir.StructDef):
+            changes.extend(_compare_structs(old_type, new_type, new.source))
+        elif isinstance(old_type, ir.UnionDef) and isinstance(new_type, ir.UnionDef):
+            changes.extend(_compare_unions(old_type, new_type, new.source))
+        elif isinstance(old_type, ir.MappingDef) and isinstance(new_type, ir.MappingDef):
+            before = f"{render_type(old_type.key)} -> {render_type(old_type.value)}"
+            after = f"{render_type(new_type.key)} -> {render_type(new_type.value)}"
+            if before != after:
+                message = f"mapping changed from {before} to {after}"
+                changes.append(Change(at, old_type.name, message, breaking=True))
+    return changes
+
+
+def _position(node: ir.TypeDef | ir.Field | ir.Variant, source: str) -> Position:
+    return node.position or Position(source, 1, 1)
 
 
 def _kind(t: ir.TypeDef) -> str:
     return {ir.StructDef: "struct", ir.UnionDef: "union", ir.MappingDef: "mapping"}[type(t)]
 
 
-def _compare(old: ir.TypeDef, new: ir.TypeDef) -> list[str]:
-    if isinstance(old, ir.StructDef) and isinstance(new, ir.StructDef):
-        return _compare_structs(old, new)
-    if isinstance(old, ir.UnionDef) and isinstance(new, ir.UnionDef):
-        return _compare_unions(old, new)
-    assert isinstance(old, ir.MappingDef) and isinstance(new, ir.MappingDef)
-    before = (render_type(old.key), render_type(old.value))
-    after = (render_type(new.key), render_type(new.value))
-    return [] if before == after else [f": mapping changed from {before} to {after}"]
+def _compare_structs(old: ir.StructDef, new: ir.StructDef, source: str) -> list[Change]:
+    changes: list[Change] = []
+    at = _position(new, source)
 
+    def change(where: Position, message: str, breaking: bool = True) -> None:
+        changes.append(Change(where, new.name, message, breaking))
 
-def _compare_structs(old: ir.StructDef, new: ir.StructDef) -> list[str]:
-    problems = []
     if old.tag != new.tag:
-        problems.append(f": tag changed from {old.tag!r} to {new.tag!r}")
-    for index, old_field in enumerate(old.fields):
-        if index >= len(new.fields):
-            problems.append(f".{old_field.name}: field was removed")
+        if old.tag is None:
+            change(
+                at,
+                f"became a union variant (tag {new.tag!r}), which changes its own wire form; "
+                "add a new struct as the new variant instead",
+            )
+        elif new.tag is None:
+            change(
+                at,
+                f"is no longer a union variant (it had tag {old.tag!r}), which changes its own "
+                "wire form",
+            )
+        else:
+            change(at, f"tag changed from {old.tag!r} to {new.tag!r}")
+    # Which old field each new field is: same name, or the same place when both names are
+    # new to the other side (a rename, compatible: names do not travel).
+    old_index = {f.name: i for i, f in enumerate(old.fields)}
+    new_names = {f.name for f in new.fields}
+    origin: list[int | None] = []
+    for j, f in enumerate(new.fields):
+        i = old_index.get(f.name)
+        if i is None and j < len(old.fields) and old.fields[j].name not in new_names:
+            i = j
+            change(
+                _position(f, source),
+                f"field `{old.fields[j].name}` renamed to `{f.name}` (compatible: names do not "
+                "travel; the Python API and bound classes see the new name)",
+                breaking=False,
+            )
+        origin.append(i)
+    kept = {i for i in origin if i is not None}
+    for i, f in enumerate(old.fields):
+        if i in kept:
             continue
-        new_field = new.fields[index]  # names do not travel: a rename is compatible
-        if render_type(new_field.type) != render_type(old_field.type):
-            problems.append(
-                f".{old_field.name}: type changed from {render_type(old_field.type)} "
-                f"to {render_type(new_field.type)}"
+        if any(k > i for k in kept):
+            consequence = "fields travel by position, so the ones after it would be misread"
+        elif isinstance(f.default, ir.NoDefault):
+            consequence = "older codecs require it"
+        else:  # old codecs would fill in its default; reusing the place is the danger
+            consequence = "a field appended later would be read as it by older codecs"
+        change(at, f"field `{f.name}` removed from position {i}; {consequence}")
+    last_kept = max((j for j, i in enumerate(origin) if i is not None), default=-1)
+    for j, f in enumerate(new.fields):
+        if origin[j] is not None:
+            continue
+        if j < last_kept:
+            change(
+                _position(f, source),
+                f"field `{f.name}` inserted at position {j}; only appending is compatible",
             )
-        elif new_field.constraints != old_field.constraints:
-            problems.append(
-                f".{old_field.name}: constraints changed from {dict(old_field.constraints.items())}"
-                f" to {dict(new_field.constraints.items())} (old messages may not satisfy them)"
+        elif isinstance(f.default, ir.NoDefault):
+            change(
+                _position(f, source),
+                f"field `{f.name}` appended at position {j} without a default "
+                "(older messages lack it)",
             )
-    for new_field in new.fields[len(old.fields) :]:
-        if isinstance(new_field.default, ir.NoDefault):
-            problems.append(
-                f".{new_field.name}: appended field needs a default (older messages lack it)"
+    changes.extend(_moves(old, new, origin, source))
+    for j, f in enumerate(new.fields):
+        i = origin[j]
+        if i is None:
+            continue
+        before = old.fields[i]
+        where = _position(f, source)
+        if render_type(f.type) != render_type(before.type):
+            change(
+                where,
+                f"field `{f.name}` type changed from {render_type(before.type)} "
+                f"to {render_type(f.type)}",
             )
-    return problems
+        elif f.constraints != before.constraints:
+            change(
+                where,
+                f"field `{f.name}` constraints changed from {dict(before.constraints.items())} "
+                f"to {dict(f.constraints.items())} (old messages may not satisfy them)",
+            )
+    return changes
 
 
-def _compare_unions(old: ir.UnionDef, new: ir.UnionDef) -> list[str]:
-    problems = []
+def _moves(
+    old: ir.StructDef, new: ir.StructDef, origin: list[int | None], source: str
+) -> list[Change]:
+    """Fields that changed order: "swapped" for an exchanged pair, else "moved"."""
+    order = [(j, i) for j, i in enumerate(origin) if i is not None]
+    ranked = sorted(order, key=lambda pair: pair[1])
+    # Where each kept field stands among the kept ones, before and after.
+    out_of_place = [
+        (j, i) for (j, i), (_, expected) in zip(order, ranked, strict=True) if i != expected
+    ]
+    if not out_of_place:
+        return []
+    if len(out_of_place) == 2:
+        (j1, i1), (j2, i2) = out_of_place
+        if ranked.index((j1, i1)) == order.index((j2, i2)):
+            first, second = old.fields[i1].name, old.fields[i2].name
+            if i2 < i1:
+                first, second = second, first
+            message = (
+                f"fields `{first}` and `{second}` swapped (positions {min(i1, i2)} and "
+                f"{max(i1, i2)}); fields travel by position"
+            )
+            return [Change(_position(new.fields[j1], source), new.name, message, True)]
+    stay = _longest_increasing([i for _, i in order])
+    return [
+        Change(
+            _position(new.fields[j], source),
+            new.name,
+            f"field `{new.fields[j].name}` moved from position {i} to {j}; "
+            "fields travel by position",
+            True,
+        )
+        for j, i in order
+        if i not in stay
+    ]
+
+
+def _longest_increasing(values: list[int]) -> set[int]:
+    """The largest set of values already in increasing order (they count as not moved)."""
+    best: list[list[int]] = []  # best[k]: the longest increasing run ending at values[k]
+    for v in values:
+        longest: list[int] = []
+        for run in best:
+            if run[-1] < v and len(run) > len(longest):
+                longest = run
+        best.append([*longest, v])
+    winner: list[int] = max(best, key=len, default=[])
+    return set(winner)
+
+
+def _compare_unions(old: ir.UnionDef, new: ir.UnionDef, source: str) -> list[Change]:
+    changes = []
     new_variants = {v.tag: v for v in new.variants}
     for variant in old.variants:
         now = new_variants.get(variant.tag)
         if now is None:
-            problems.append(f": variant with tag {variant.tag!r} was removed")
-        elif render_type(now.type) != render_type(variant.type):
-            problems.append(
-                f": variant with tag {variant.tag!r} changed from {render_type(variant.type)} "
-                f"to {render_type(now.type)}"
+            changes.append(
+                Change(
+                    _position(new, source),
+                    new.name,
+                    f"variant with tag {variant.tag!r} ({render_type(variant.type)}) removed",
+                    True,
+                )
             )
-    return problems
+        elif render_type(now.type) != render_type(variant.type):
+            changes.append(
+                Change(
+                    _position(now, source),
+                    new.name,
+                    f"variant with tag {variant.tag!r} changed from {render_type(variant.type)} "
+                    f"to {render_type(now.type)}",
+                    True,
+                )
+            )
+    return changes

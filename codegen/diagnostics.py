@@ -27,6 +27,12 @@ class Diagnostic:
         return f"{self.position}: {self.message}"
 
 
+class UsageError(Exception):
+    """A command cannot run as asked: a path that is missing or unreadable, an unknown git
+    ref, an output directory holding files the compiler did not write. The command line
+    exits 2 with this message; findings about the schemas themselves exit 1."""
+
+
 class SchemaErrors(Exception):
     """Raised by the pipeline when a schema is invalid; holds every diagnostic."""
 
@@ -39,6 +45,10 @@ def format_text(diagnostics: list[Diagnostic]) -> str:
     return "".join(f"{d}\n" for d in sorted(diagnostics))
 
 
+def json_rows(diagnostics: list[Diagnostic]) -> list[dict[str, object]]:
+    """``{"file", "line", "column", "message"}`` per diagnostic, sorted."""
+    return [{**asdict(d.position), "message": d.message} for d in sorted(diagnostics)]
+
+
 def format_json(diagnostics: list[Diagnostic]) -> str:
-    rows = [{**asdict(d.position), "message": d.message} for d in sorted(diagnostics)]
-    return json.dumps({"errors": rows}, indent=2) + "\n"
+    return json.dumps({"errors": json_rows(diagnostics)}, indent=2) + "\n"

@@ -8,13 +8,14 @@ silently overwrite, are reported here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from mmcodec.codegen.diagnostics import Diagnostic, Position
+from mmcodec.codegen.diagnostics import Diagnostic, Position, UsageError
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +63,48 @@ class _Loader(yaml.SafeLoader):
     """SafeLoader: no Python tags, so loading a schema can never run code."""
 
 
+SCHEMA_SUFFIXES = (".yaml", ".yml")
+
+
+def schema_files(paths: Sequence[Path], root: Path) -> list[Path]:
+    """The schema files named by ``paths``: files as given, directories' ``*.yaml`` and
+    ``*.yml`` files (not recursive) in name order.
+
+    Raises :class:`UsageError` for a path that does not exist and for a directory
+    without any schema file: there would be nothing to check, and a check that checks
+    nothing must not pass.
+    """
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.suffix in SCHEMA_SUFFIXES and p.is_file())
+            if not found:
+                raise UsageError(f"no schema files (*.yaml, *.yml) in {_shown(path, root)}/")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise UsageError(f"{_shown(path, root)}: no such file or directory")
+    return files
+
+
+def _shown(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
 def load_file(path: Path, display_path: str, diagnostics: list[Diagnostic]) -> LoadedFile:
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        diagnostics.append(
+            Diagnostic(Position(display_path, 1, 1), f"not UTF-8 text (byte {e.start}: {e.reason})")
+        )
+        return LoadedFile(path, display_path, "", None)
+    except OSError as e:
+        raise UsageError(f"{display_path}: cannot read: {e.strerror or e}") from e
     try:
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as e:
@@ -76,11 +117,34 @@ def load_file(path: Path, display_path: str, diagnostics: list[Diagnostic]) -> L
         problem = e.problem or str(e)
         if e.context:
             problem = f"{e.context}: {problem}"
-        diagnostics.append(Diagnostic(position, f"YAML syntax error: {problem}"))
+        hint = _quote_hint(e, text)
+        diagnostics.append(Diagnostic(position, f"YAML syntax error: {problem}{hint}"))
         return LoadedFile(path, display_path, text, None)
     if node is None:
         return LoadedFile(path, display_path, text, None)
     return LoadedFile(path, display_path, text, _convert(node, display_path, diagnostics))
+
+
+def _quote_hint(error: yaml.MarkedYAMLError, text: str) -> str:
+    """Advice for the commonest slip: a type expression unquoted inside ``{...}`` or ``[...]``.
+
+    In YAML's flow style ``[`` and ``]`` are syntax, so ``{type: list[int]}`` does not parse.
+    """
+    mark = error.problem_mark
+    if mark is None or not (error.problem or "").endswith("but got '['"):
+        return ""
+    line = text.split("\n")[mark.line]
+    start = mark.column
+    while start > 0 and (line[start - 1].isalnum() or line[start - 1] in "_."):
+        start -= 1
+    depth, end = 0, mark.column
+    while end < len(line):
+        depth += {"[": 1, "]": -1}.get(line[end], 0)
+        end += 1
+        if depth == 0:
+            break
+    expression = line[start:end]
+    return f' (inside {{...}} or [...] quote a type expression: "{expression}")'
 
 
 def _position(node: yaml.Node, file: str) -> Position:

@@ -312,8 +312,15 @@ def _declare(ctx: _Context, key: Scalar, body: Node) -> _Declared | None:
     if not isinstance(body, Map):
         ctx.error(body.position, f"type {name!r} must be a mapping with one of: {', '.join(KINDS)}")
         return None
-    _unknown_keys(ctx, body, TYPE_KEYS, f"type {name!r}")
+    suggested = _unknown_keys(ctx, body, TYPE_KEYS, f"type {name!r}")
     kinds = [k for k in KINDS if body.get(k) is not None]
+    misspelt = [k for k in KINDS if k in suggested]
+    if not kinds and misspelt:
+        # Already reported; check the body as the kind it was meant to be, so that
+        # uses of the type are not reported as unknown too.
+        meant = body.get(suggested[misspelt[0]])
+        assert meant is not None
+        return _Declared(name, misspelt[0], meant, body, key.position) if ok else None
     if len(kinds) != 1:
         what = "none" if not kinds else " and ".join(kinds)
         ctx.error(
@@ -347,17 +354,33 @@ def _check_type_name(ctx: _Context, name: str, position: Position) -> bool:
 # -- helpers for keys --------------------------------------------------------------
 
 
-def _unknown_keys(ctx: _Context, node: Map, allowed: tuple[str, ...], what: str) -> None:
+def _unknown_keys(ctx: _Context, node: Map, allowed: tuple[str, ...], what: str) -> dict[str, str]:
+    """Report keys outside ``allowed``; return the allowed keys suggested for them
+    (suggestion -> the key as written).
+
+    A caller then leaves out its own "missing key" error for a suggested key: a typo
+    such as ``strcut:`` is one mistake and gets one error.
+    """
+    suggested: dict[str, str] = {}
     for key, _ in node.entries:
         name = str(key.value)
         if name not in allowed:
-            hint = _did_you_mean(name, allowed)
+            close = _closest(name, allowed)
+            hint = f" (did you mean {close!r}?)" if close else ""
             ctx.error(key.position, f"unknown key {name!r} in {what}{hint}")
+            if close:
+                suggested.setdefault(close, name)
+    return suggested
+
+
+def _closest(name: str, candidates: Iterable[str]) -> str | None:
+    close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    close = _closest(name, candidates)
+    return f" (did you mean {close!r}?)" if close else ""
 
 
 def _value_pos(node: Map, key: str) -> Position:
@@ -479,9 +502,20 @@ def _lower_type(ctx: _Context, scope: _Scope, node: Node) -> ir.TypeExpr | None:
     try:
         raw = parse_type(text)
     except TypeSyntaxError as e:
-        ctx.error(_shift(base, e.offset), f"invalid type {text!r}: {e.message}")
+        ctx.error(_shift(base, e.offset), f"invalid type {text!r}: {e.message}{_pipe_hint(text)}")
         return None
     return _resolve(ctx, scope, raw, base)
+
+
+def _pipe_hint(text: str) -> str:
+    """Python's ``T | None`` is ``optional[T]`` here; other ``|`` unions are union types."""
+    if "|" not in text:
+        return ""
+    parts = [part.strip() for part in text.split("|")]
+    others = [part for part in parts if part != "None"]
+    if len(parts) == 2 and len(others) == 1:
+        return f" (did you mean 'optional[{others[0]}]'?)"
+    return " (write optional[T] for 'T | None'; other alternatives need a union type)"
 
 
 def _string_start(ctx: _Context, node: Scalar) -> Position:
@@ -524,6 +558,9 @@ def _resolve(ctx: _Context, scope: _Scope, raw: RawType, base: Position) -> ir.T
     name = raw.name
     if name in GENERICS:
         return _resolve_generic(ctx, scope, raw, base)
+    if (raw.args or raw.variadic) and name.lower() in GENERICS:
+        ctx.error(where, f"unknown type {name!r} (did you mean {_lowercase_generics(raw)!r}?)")
+        return None
     if raw.args or raw.variadic:
         ctx.error(where, f"type {name!r} takes no parameters")
         return None
@@ -536,6 +573,15 @@ def _resolve(ctx: _Context, scope: _Scope, raw: RawType, base: Position) -> ir.T
         return None
     module, decl = found
     return ir.Named(module, decl.name)
+
+
+def _lowercase_generics(raw: RawType) -> str:
+    """``List[Optional[int]]`` as the schema language spells it: ``list[optional[int]]``."""
+    name = raw.name.lower() if raw.name.lower() in GENERICS else raw.name
+    if not raw.args:
+        return name
+    args = [_lowercase_generics(a) for a in raw.args] + (["..."] if raw.variadic else [])
+    return f"{name}[{', '.join(args)}]"
 
 
 def _resolve_generic(
@@ -604,7 +650,7 @@ def _lower_struct(
             ctx.error(
                 body.position, f"struct {decl.name!r}: 'struct' maps field names to field specs"
             )
-        return ir.StructDef(decl.name, doc, binding, (), None)
+        return ir.StructDef(decl.name, doc, binding, (), None, decl.position)
     seen_default: Scalar | None = None
     for key, spec in body.entries:
         name = str(key.value)
@@ -620,7 +666,7 @@ def _lower_struct(
                 " fields with defaults come last (they may be missing from older messages)",
             )
         fields.append(f)
-    return ir.StructDef(decl.name, doc, binding, tuple(fields), None)
+    return ir.StructDef(decl.name, doc, binding, tuple(fields), None, decl.position)
 
 
 def _lower_field(
@@ -644,11 +690,12 @@ def _lower_field(
         type_node: Node = spec
         spec_map = None
     elif isinstance(spec, Map):
-        _unknown_keys(ctx, spec, FIELD_KEYS, f"field {owner}.{name}")
+        suggested = _unknown_keys(ctx, spec, FIELD_KEYS, f"field {owner}.{name}")
         spec_map = spec
         found = spec.get("type")
         if found is None:
-            ctx.error(spec.position, f"field {owner}.{name} needs a 'type'")
+            if "type" not in suggested:
+                ctx.error(spec.position, f"field {owner}.{name} needs a 'type'")
             return None
         type_node = found
     else:
@@ -666,7 +713,7 @@ def _lower_field(
         default_node = spec_map.get("default")
         if default_node is not None:
             default = _default(ctx, default_node, type_expr, constraints, f"{owner}.{name}")
-    return ir.Field(name, type_expr, default, constraints, doc)
+    return ir.Field(name, type_expr, default, constraints, doc, key.position)
 
 
 def _constraint_target(type_expr: ir.TypeExpr) -> ir.TypeExpr:
@@ -832,7 +879,8 @@ def _lower_union(
         return None
     variants: list[ir.Variant] = []
     tags: dict[object, Position] = {}
-    tag_kinds: set[type] = set()
+    first_tag: tuple[object, Position] | None = None
+    mixed: tuple[object, Position] | None = None
     python_kinds: dict[str, Position] = {}
     for item in body.items:
         if not isinstance(item, Map):
@@ -841,10 +889,12 @@ def _lower_union(
                 f"union {decl.name!r}: a variant is a mapping {{tag: ..., type: ...}}",
             )
             continue
-        _unknown_keys(ctx, item, VARIANT_KEYS, f"a variant of union {decl.name!r}")
+        suggested = _unknown_keys(ctx, item, VARIANT_KEYS, f"a variant of union {decl.name!r}")
         tag_node = item.get("tag")
         type_node = item.get("type")
         if tag_node is None or type_node is None:
+            if {k for k in ("tag", "type") if item.get(k) is None} <= suggested.keys():
+                continue
             ctx.error(
                 item.position,
                 f"union {decl.name!r}: every variant needs an explicit 'tag' and a 'type'",
@@ -864,7 +914,10 @@ def _lower_union(
             )
             continue
         tags[tag] = tag_node.position
-        tag_kinds.add(type(tag))
+        if first_tag is None:
+            first_tag = (tag, tag_node.position)
+        elif mixed is None and type(tag) is not type(first_tag[0]):
+            mixed = (tag, tag_node.position)
         type_expr = _lower_type(ctx, scope, type_node)
         if type_expr is None:
             continue
@@ -881,13 +934,16 @@ def _lower_union(
                     "the encoder could not tell them apart",
                 )
             python_kinds.setdefault(kind, type_node.position)
-        variants.append(ir.Variant(tag, type_expr))
-    if len(tag_kinds) > 1:
+        variants.append(ir.Variant(tag, type_expr, item.position))
+    if first_tag is not None and mixed is not None:
+        article = {int: "an int", str: "a str"}
         ctx.error(
-            body.position,
-            f"union {decl.name!r} mixes int and str tags; msgspec needs one tag type per union",
+            mixed[1],
+            f"union {decl.name!r} mixes int and str tags: tag {mixed[0]!r} is "
+            f"{article[type(mixed[0])]}, the first tag {first_tag[0]!r} (at {first_tag[1]}) is "
+            f"{article[type(first_tag[0])]}; msgspec needs one tag type per union",
         )
-    return ir.UnionDef(decl.name, doc, binding, tuple(variants))
+    return ir.UnionDef(decl.name, doc, binding, tuple(variants), decl.position)
 
 
 def _variant_problem(scope: _Scope, t: ir.TypeExpr) -> str | None:
@@ -929,10 +985,13 @@ def _lower_mapping(
     if not isinstance(body, Map):
         ctx.error(body.position, f"mapping {decl.name!r}: 'mapping' needs 'key' and 'value' types")
         return None
-    _unknown_keys(ctx, body, MAPPING_KEYS, f"mapping {decl.name!r}")
+    suggested = _unknown_keys(ctx, body, MAPPING_KEYS, f"mapping {decl.name!r}")
     key_node, value_node = body.get("key"), body.get("value")
     if key_node is None or value_node is None:
-        ctx.error(body.position, f"mapping {decl.name!r}: 'mapping' needs 'key' and 'value' types")
+        if not {k for k in MAPPING_KEYS if body.get(k) is None} <= suggested.keys():
+            ctx.error(
+                body.position, f"mapping {decl.name!r}: 'mapping' needs 'key' and 'value' types"
+            )
         return None
     key = _lower_type(ctx, scope, key_node)
     value = _lower_type(ctx, scope, value_node)
@@ -941,7 +1000,7 @@ def _lower_mapping(
         return None
     if key is None or value is None:
         return None
-    return ir.MappingDef(decl.name, doc, binding, key, value)
+    return ir.MappingDef(decl.name, doc, binding, key, value, decl.position)
 
 
 # -- whole-schema checks -----------------------------------------------------------
@@ -987,7 +1046,7 @@ def _check_struct_tags(
 
 
 def _with_tag(t: ir.StructDef, tag: int | str) -> ir.StructDef:
-    return ir.StructDef(t.name, t.doc, t.binding, t.fields, tag)
+    return ir.StructDef(t.name, t.doc, t.binding, t.fields, tag, t.position)
 
 
 def _check_base_cases(

@@ -103,9 +103,44 @@ def test_valid_schemas_pass(capsys: pytest.CaptureFixture[str]) -> None:
     assert _validate(capsys, "tests/schemas") == (0, f"ok: {count} schema file(s) valid\n", "")
 
 
-def test_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _validate(capsys, "no/such/schema.yaml")
-    assert (code, out) == (1, "no/such/schema.yaml:1:1: schema file not found\n")
+def test_missing_file_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _validate(capsys, "no/such/schema.yaml")
+    assert (code, out) == (2, "")
+    assert err == "mmcodec validate: error: no/such/schema.yaml: no such file or directory\n"
+
+
+def test_an_imported_file_that_is_missing_is_a_finding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a.yaml").write_text("schema: a\nversion: 1\nimports: [gone.yaml]\ntypes: {}\n")
+    code = main(["--root", str(tmp_path), "validate", "a.yaml"])
+    assert code == 1
+    assert capsys.readouterr().out == "a.yaml:3:11: imported schema file 'gone.yaml' not found\n"
+
+
+def test_unreadable_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema = tmp_path / "c.yaml"
+    schema.write_text("schema: c\nversion: 1\ntypes: {}\n")
+    schema.chmod(0)
+    if os.access(schema, os.R_OK):  # root reads anything: take a file whose read fails (EIO)
+        schema.unlink()
+        schema.symlink_to("/proc/self/mem")
+    code, out, err = _validate_in(tmp_path, capsys, "c.yaml")
+    assert (code, out) == (2, "")
+    assert err.startswith("mmcodec validate: error: ")
+    assert err.endswith(
+        (": cannot read: Permission denied\n", ": cannot read: Input/output error\n")
+    )
+
+
+def _validate_in(
+    root: Path, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    code = main(["--root", str(root), "validate", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def test_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -117,7 +152,13 @@ def test_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_command_line_exit_status_and_output() -> None:
     """The real entry point, as CI runs it."""
     result = subprocess.run(
-        [sys.executable, "-m", "codegen", "validate", "tests/codegen/invalid/several_errors.yaml"],
+        [
+            sys.executable,
+            "-m",
+            "mmcodec.codegen",
+            "validate",
+            "tests/codegen/invalid/several_errors.yaml",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
