@@ -12,7 +12,7 @@ treat them as read-only unless the frames are writable, or pass ``copy=True``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, TypeAlias, TypeVar
 
 import msgspec
@@ -39,6 +39,7 @@ from mmcodec.runtime.tensors import EncodeContext as _EncodeContext
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "NAMED_TYPES",
     "SCHEMA_MAJOR",
     "SCHEMA_NAME",
     "BaseMultiModalField",
@@ -812,6 +813,9 @@ _CODEC = _codec.SchemaCodec(
         ),
     ],
 )
+
+NAMED_TYPES: Mapping[str, Any] = _CODEC.named_types
+"""Every named type of this schema by name, in schema order: its class, or for a union the alias that ``type=`` takes. Read-only; what integrations (``mmcodec.integrations.ray``) register."""
 
 _T = TypeVar("_T")
 

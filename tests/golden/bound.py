@@ -12,7 +12,7 @@ treat them as read-only unless the frames are writable, or pass ``copy=True``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, TypeAlias, TypeVar
 
 import msgspec
@@ -29,6 +29,7 @@ from tests.bound_classes import Catalog, Circle, Point, Polygon, Scene, Shape
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "NAMED_TYPES",
     "SCHEMA_MAJOR",
     "SCHEMA_NAME",
     "Catalog",
@@ -368,6 +369,9 @@ _CODEC = _codec.SchemaCodec(
         _codec.NamedType("Scene", Scene, _SceneWire, _Scene_to_wire, _Scene_from_wire),
     ],
 )
+
+NAMED_TYPES: Mapping[str, Any] = _CODEC.named_types
+"""Every named type of this schema by name, in schema order: its class, or for a union the alias that ``type=`` takes. Read-only; what integrations (``mmcodec.integrations.ray``) register."""
 
 _T = TypeVar("_T")
 

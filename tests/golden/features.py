@@ -13,7 +13,7 @@ treat them as read-only unless the frames are writable, or pass ``copy=True``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, TypeAlias, TypeVar
 
 import msgspec
@@ -31,6 +31,7 @@ from tests.golden import common as _common
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "NAMED_TYPES",
     "SCHEMA_MAJOR",
     "SCHEMA_NAME",
     "Add",
@@ -1900,6 +1901,9 @@ _CODEC = _codec.SchemaCodec(
         _codec.NamedType("Drawing", Drawing, _DrawingWire, _Drawing_to_wire, _Drawing_from_wire),
     ],
 )
+
+NAMED_TYPES: Mapping[str, Any] = _CODEC.named_types
+"""Every named type of this schema by name, in schema order: its class, or for a union the alias that ``type=`` takes. Read-only; what integrations (``mmcodec.integrations.ray``) register."""
 
 _T = TypeVar("_T")
 
