@@ -23,9 +23,11 @@ import pytest
 import ray
 import ray.util
 from ray.cluster_utils import Cluster
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from mmcodec.generated import multimodal as mm
 from mmcodec.integrations.ray import register, registrable_types
+from tests.ray._actors import Verifier
 from tests.ray._hooks import DIRECTORY_VARIABLE, install_counter, reductions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,3 +110,17 @@ def no_tensor_pickled(cluster: RayCluster) -> Iterator[None]:
     before = reductions(cluster.counters)
     yield
     assert reductions(cluster.counters) == before
+
+
+def on_node(node: str) -> NodeAffinitySchedulingStrategy:
+    """Scheduling that pins a task or actor to ``node`` (never elsewhere)."""
+    return NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+
+
+@pytest.fixture(scope="package")
+def verifiers(cluster: RayCluster) -> dict[str, Any]:
+    """One Verifier actor pinned to each node: ``"head"`` (the driver's) and ``"second"``."""
+    return {
+        where: Verifier.options(scheduling_strategy=on_node(node)).remote()  # type: ignore[attr-defined]
+        for where, node in (("head", cluster.head_node), ("second", cluster.second_node))
+    }

@@ -8,7 +8,6 @@ import pytest
 import ray
 import ray.cloudpickle
 import torch
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from mmcodec.generated import multimodal as mm
 from mmcodec.integrations.ray import register, registrable_types
@@ -16,13 +15,9 @@ from mmcodec.payloads import PAYLOADS, iter_tensors, tensor_bytes
 from tests.ray._actors import echo, received
 from tests.ray._hooks import set_up_processes
 from tests.ray._store import in_store, payload_tensors, payloads_in_store, store_mappings
-from tests.ray.conftest import RayCluster
+from tests.ray.conftest import RayCluster, on_node
 
 pytestmark = pytest.mark.usefixtures("no_tensor_pickled")
-
-
-def _on(node: str) -> NodeAffinitySchedulingStrategy:
-    return NodeAffinitySchedulingStrategy(node_id=node, soft=False)
 
 
 def test_register_takes_every_class_of_the_module() -> None:
@@ -86,7 +81,7 @@ def test_nested_in_containers_with_none_items(cluster: RayCluster) -> None:
 
 def test_task_arguments_and_return_values(cluster: RayCluster) -> None:
     items = PAYLOADS["idefics3"](3)
-    seen = ray.get(received.options(scheduling_strategy=_on(cluster.head_node)).remote(items))
+    seen = ray.get(received.options(scheduling_strategy=on_node(cluster.head_node)).remote(items))
     assert seen["type"] == "MultiModalKwargsItems"
     assert seen["in_store"] == seen["payloads"] == len(payload_tensors(items)) == 2
     assert seen["pid"] in set_up_processes(cluster.counters)
