@@ -2,14 +2,15 @@
 
 ``register(mm)`` tells Ray, in this process, to send every class of the generated
 module ``mm`` as that module's frames, handed to Ray as out-of-band buffers: Ray's own
-pickle carries only its envelope (the rebuild function, the type, the buffer count),
-its object store receives the frames with one copy and no tensor is pickled. On the
-other side the frames are read-only views of the object store, and so are the decoded
-tensors (zero copy) unless the receiving process registered with ``copy=True``.
+pickle carries only its envelope (references to the rebuild function, the module's
+``decode`` and the class, and the list of buffers), its object store receives the frames
+with one copy and no tensor is pickled. On the other side the frames are read-only views
+of the object store, and so are the decoded tensors (zero copy) unless the receiving
+process registered with ``copy=True``.
 
 Register in every process that *sends* these values: the driver, and every worker that
-returns them or calls ``ray.put`` (``runtime_env={"worker_process_setup_hook":
-worker_setup(mm)}``). A process that only receives needs nothing: the envelope names
+returns them or calls ``ray.put`` (``ray.init(runtime_env={"worker_process_setup_hook":
+WorkerSetup((mm,))})``). A process that only receives needs nothing: the envelope names
 the module's ``decode``, which Ray's unpickler imports.
 
 Ray's envelope is pickle: this removes tensor pickling and arbitrary object graphs from
