@@ -13,7 +13,7 @@ treat them as read-only unless the frames are writable, or pass ``copy=True``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any, TypeAlias, TypeVar
 
 import msgspec
@@ -1902,8 +1902,8 @@ _CODEC = _codec.SchemaCodec(
     ],
 )
 
-NAMED_TYPES: Mapping[str, Any] = _CODEC.named_types
-"""Every named type of this schema by name, in schema order: its class, or for a union the alias that ``type=`` takes. Read-only; what integrations (``mmcodec.integrations.ray``) register."""
+NAMED_TYPES = _CODEC.named_types
+"""Every named type of this schema by name, in schema order: its class, or for a union the alias that ``type=`` takes. A read-only mapping; what integrations (``mmcodec.integrations.ray``) register."""
 
 _T = TypeVar("_T")
 
