@@ -15,7 +15,7 @@ COMPAT_REF ?= HEAD
 # the copy); pin the allocator's thresholds so repeated runs measure the same thing.
 BENCH_ENV := GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296
 
-.PHONY: venv generate check lint typecheck test test-fast demo bench fuzz clean
+.PHONY: venv generate check lint typecheck test test-fast demo bench bench-ray fuzz clean
 
 venv: $(STAMP)
 
@@ -61,6 +61,10 @@ demo: venv generate
 
 bench: venv
 	$(BENCH_ENV) $(PY) -m bench
+
+# The design payloads through a two-node Ray cluster, default Ray vs mmcodec registered.
+bench-ray: venv
+	$(BENCH_ENV) $(PY) -m bench.ray
 
 fuzz: venv
 	MMCODEC_FUZZ_EXAMPLES=100000 $(PY) -m pytest -q -p no:cacheprovider tests/security/test_fuzz.py

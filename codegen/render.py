@@ -312,6 +312,7 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
             "encode_bytes",
             "SCHEMA_NAME",
             "SCHEMA_MAJOR",
+            "NAMED_TYPES",
         }
     )
     template = environment().get_template("module.py.j2")

@@ -39,6 +39,7 @@ from mmcodec.runtime.tensors import EncodeContext as _EncodeContext
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "NAMED_TYPES",
     "SCHEMA_MAJOR",
     "SCHEMA_NAME",
     "BaseMultiModalField",
@@ -794,6 +795,9 @@ _CODEC = _codec.SchemaCodec(
         ),
     ],
 )
+
+NAMED_TYPES = _CODEC.named_types
+"""Every named type of this schema by name, in schema order: its class, or for a union the alias that ``type=`` takes. A read-only mapping; what integrations (``mmcodec.integrations.ray``) register."""
 
 _T = TypeVar("_T")
 

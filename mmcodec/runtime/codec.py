@@ -7,8 +7,9 @@ this module does everything that does not depend on the schema.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NoReturn
 
 import msgspec
@@ -84,6 +85,12 @@ class SchemaCodec:
         self.schema = schema
         self.major = major
         self._by_python_type = {t.python_type: t for t in types}
+        self._named_types = MappingProxyType({t.name: t.python_type for t in types})
+
+    @property
+    def named_types(self) -> Mapping[str, Any]:
+        """Every named type by its schema name, in schema order (read-only)."""
+        return self._named_types
 
     # -- encoding ---------------------------------------------------------------------
 

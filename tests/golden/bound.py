@@ -28,6 +28,7 @@ from tests.bound_classes import Catalog, Circle, Point, Polygon, Scene, Shape
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "NAMED_TYPES",
     "SCHEMA_MAJOR",
     "SCHEMA_NAME",
     "Catalog",
@@ -354,6 +355,9 @@ _CODEC = _codec.SchemaCodec(
         _codec.NamedType("Scene", Scene, _SceneWire, _Scene_to_wire, _Scene_from_wire),
     ],
 )
+
+NAMED_TYPES = _CODEC.named_types
+"""Every named type of this schema by name, in schema order: its class, or for a union the alias that ``type=`` takes. A read-only mapping; what integrations (``mmcodec.integrations.ray``) register."""
 
 _T = TypeVar("_T")
 

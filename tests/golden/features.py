@@ -32,6 +32,7 @@ from . import common as _common
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "NAMED_TYPES",
     "SCHEMA_MAJOR",
     "SCHEMA_NAME",
     "Add",
@@ -1875,6 +1876,9 @@ _CODEC = _codec.SchemaCodec(
         _codec.NamedType("Drawing", Drawing, _DrawingWire, _Drawing_to_wire, _Drawing_from_wire),
     ],
 )
+
+NAMED_TYPES = _CODEC.named_types
+"""Every named type of this schema by name, in schema order: its class, or for a union the alias that ``type=`` takes. A read-only mapping; what integrations (``mmcodec.integrations.ray``) register."""
 
 _T = TypeVar("_T")
 
