@@ -1,4 +1,9 @@
-"""``mmcodec`` (= ``python -m mmcodec.codegen``): validate, generate, check, compat, json-schema."""
+"""``mmcodec`` (= ``python -m mmcodec.codegen``): validate, generate, check, compat, json-schema,
+inspect.
+
+Compiler modules (and so jinja2 and pyyaml) are imported only by the commands that
+compile: ``inspect`` runs where only the runtime is installed.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from mmcodec.codegen.compat import breaking_changes
-from mmcodec.codegen.diagnostics import SchemaErrors, format_json, format_text
-from mmcodec.codegen.jsonschema import schema_language_json
-from mmcodec.codegen.output import compare, plan_output, write
-from mmcodec.codegen.validate import compile_schemas
+from mmcodec.codegen import inspect_command
 
 FIX_HINT = "run: make generate"
 
@@ -56,7 +57,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     compat.add_argument("new", nargs="?", default="schema", help="the newer one (default: schema/)")
     compat.add_argument("--against", metavar="GIT_REF", help="take the older schemas from git")
 
+    inspect_command.add_parser(sub)
+
     args = parser.parse_args(argv)
+    if args.command == "inspect":  # the runtime alone serves it: no compiler import
+        return inspect_command.run(args)
+    try:  # the compiler's own dependencies come with the codegen extra
+        from mmcodec.codegen.diagnostics import SchemaErrors, format_json, format_text
+        from mmcodec.codegen.jsonschema import schema_language_json
+        from mmcodec.codegen.output import compare, plan_output, write
+        from mmcodec.codegen.validate import compile_schemas
+    except ModuleNotFoundError as e:
+        print(
+            f"mmcodec {args.command} needs {e.name}: pip install 'mmcodec[codegen]'",
+            file=sys.stderr,
+        )
+        return 2
     root: Path = args.root.resolve()
     if args.command == "json-schema":
         sys.stdout.write(schema_language_json())
@@ -103,6 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _compat(args: argparse.Namespace, root: Path) -> int:
+    from mmcodec.codegen.compat import breaking_changes
+    from mmcodec.codegen.diagnostics import SchemaErrors, format_text
+    from mmcodec.codegen.validate import compile_schemas
+
     if (args.old is None) == (args.against is None):
         print("compat: give either OLD [NEW] or --against GIT_REF", file=sys.stderr)
         return 2

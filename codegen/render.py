@@ -17,6 +17,7 @@ from pathlib import Path
 import jinja2
 
 from mmcodec.codegen import GENERATOR_VERSION, ir
+from mmcodec.runtime.api import API_LEVEL
 
 _TEMPLATES = Path(__file__).parent / "templates"
 
@@ -292,6 +293,7 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
             module=module,
             doc=_docstring(module.doc),
             generator_version=GENERATOR_VERSION,
+            runtime_api=API_LEVEL,
             package=package,
             bindings=bindings,
             imports=module.imports,
