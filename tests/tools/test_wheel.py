@@ -61,7 +61,7 @@ def venv(
     """A fresh venv with torch and the wheel (no extras) installed."""
     where = tmp_path_factory.mktemp("user") / "venv"
     ok(run([sys.executable, "-m", "venv", where], cwd=where.parent, env=outside_env))
-    pip = [where / "bin" / "python", "-m", "pip", "install", "-q"]
+    pip: list[str | Path] = [where / "bin" / "python", "-m", "pip", "install", "-q"]
     ok(run([*pip, TORCH_PIN], cwd=where.parent, env=outside_env))
     ok(run([*pip, wheel], cwd=where.parent, env=outside_env))
     return where
@@ -110,7 +110,10 @@ from mmcodec.generated import multimodal as mm
 from mmcodec.runtime import framing
 
 assert mmcodec.__file__.startswith(sys.prefix), mmcodec.__file__  # the wheel, not the repo
-batch = {"pixel_values": torch.randn(30, 8).to(torch.bfloat16), "grid": torch.tensor([[1, 3, 4], [1, 3, 6]])}
+batch = {
+    "pixel_values": torch.randn(30, 8).to(torch.bfloat16),
+    "grid": torch.tensor([[1, 3, 4], [1, 3, 6]]),
+}
 config = {
     "pixel_values": mm.MultiModalFieldConfig.flat_from_sizes("image", torch.tensor([12, 18])),
     "grid": mm.MultiModalFieldConfig.batched("image"),
