@@ -11,8 +11,10 @@ message, the body is decoded with that module's wire types: fields and types by 
 tensors as references, back-references marked with the path of the value they repeat.
 
 Everything goes through the real decode path first (frames, envelope, every run and,
-with a codec, the whole rebuild), so a message this describes is one the decoder
-accepts, and any other raises :class:`DecodeError` with the decoder's own message.
+with a codec, the whole rebuild), so with a codec a message this describes is one the
+decoder accepts, and any other raises :class:`DecodeError` with the decoder's own
+message; without one, the body is checked as msgpack only (bounded in depth and size,
+extension types rejected). Nothing here imports anything a message names.
 """
 
 from __future__ import annotations
@@ -238,8 +240,8 @@ class _Raw:
             return {"$dict": entries}
         if isinstance(value, bytes | bytearray | memoryview):
             return _bytes_node(value)
-        if isinstance(value, msgspec.msgpack.Ext):
-            return {"$ext": value.code, **_bytes_node(memoryview(value.data))}
+        if isinstance(value, msgspec.msgpack.Ext):  # rejected wherever they appear
+            raise DecodeError(f"msgpack extension type {value.code} in the message body")
         if isinstance(value, float):
             return _json_float(value)
         return value  # None, bool, int, str
@@ -494,8 +496,7 @@ def _summary(node: Any) -> tuple[str, list[tuple[str, Any]]]:
         return f"slice({start}, {stop}" + (f", {step})" if step is not None else ")"), []
     if "$bytes" in node:
         more = "..." if node["$bytes"] > _BYTES_SHOWN else ""
-        extra = f"ext {node['$ext']} " if "$ext" in node else ""
-        return f"{extra}bytes[{node['$bytes']}] {node['hex']}{more}", []
+        return f"bytes[{node['$bytes']}] {node['hex']}{more}", []
     return repr(node), []  # pragma: no cover - describe() makes no other node
 
 
