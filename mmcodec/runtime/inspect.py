@@ -68,6 +68,15 @@ def describe(
 
     ``codec`` names fields and types (it must serve the message's schema and major
     version); ``values`` > 0 adds the first that many values of each tensor.
+
+    The tree has ``frames``, ``envelope``, ``runs``, ``refs``, ``tensors`` (one entry per
+    tensor reference), ``body_type`` (None without a codec) and ``body``, whose nodes are
+    JSON scalars, lists, or objects with one ``$`` key saying what they are:
+    ``{"$struct": name, "fields": {...}}``, ``{"$dict": [[key, value], ...], "$type"?}``,
+    ``{"$tuple": [...]}``, ``{"$tensor": ref, "dtype", "shape", "again"?: first path}``,
+    ``{"$ref": type, "index", "to": path}`` (a back-reference), ``{"$slice": [start,
+    stop, step]}``, ``{"$bytes": length, "hex": leading bytes}``. Non-finite floats are
+    the strings ``"nan"``, ``"inf"``, ``"-inf"``.
     """
     try:
         return _describe(framing.as_byte_views(frames, limits), codec, limits, values)

@@ -6,6 +6,7 @@ with :func:`mmcodec.runtime.framing.save_frames` (frames) or are ``encode_bytes`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import struct
@@ -18,14 +19,17 @@ from typing import Any
 import msgspec
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mmcodec import payloads
 from mmcodec.codegen.cli import main
 from mmcodec.generated import multimodal as mm
 from mmcodec.runtime import framing
 from mmcodec.runtime.codec import codec_of
-from mmcodec.runtime.inspect import describe
+from mmcodec.runtime.inspect import describe, render_text
 from tests.golden import common
+from tests.security.samples import SAMPLES
 
 MODULE = "mmcodec.generated.multimodal"
 ROOT = Path(__file__).resolve().parents[2]
@@ -372,3 +376,44 @@ def test_save_frames_and_load_frames_round_trip(tmp_path: Path) -> None:
     # The capture is the single-buffer layout: decode_bytes reads it as it is.
     assert path.read_bytes() == bytes(mm.encode_bytes(items))
     assert mm.decode_bytes(path.read_bytes(), mm.MultiModalKwargsItems) == items
+
+
+# -- inspect and decode agree on mutated messages ---------------------------------------
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sample=st.sampled_from(sorted(SAMPLES)),
+    edits=st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), max_size=4),
+    cut=st.integers(0, 8),
+)
+def test_inspect_accepts_exactly_what_decode_accepts(
+    sample: str, edits: list[tuple[int, int]], cut: int
+) -> None:
+    root, make = SAMPLES[sample]
+    frames = [bytearray(f) for f in mm.encode(make())]
+    header = frames[0]
+    for position, value in edits:
+        header[position % len(header)] = value
+    frames[0] = header[: len(header) - cut]
+    try:
+        mm.decode(frames, root)
+        decoded = True
+    except mm.DecodeError:
+        decoded = False
+    try:
+        with_module = describe(frames, codec_of(mm))
+    except mm.DecodeError as e:
+        assert not decoded or e.message.startswith("message holds a "), e  # another root
+        with_module = None
+    if decoded:
+        assert with_module is not None
+    by_position: dict[str, Any] | None = None
+    with contextlib.suppress(mm.DecodeError):  # by position, the body is msgpack only
+        by_position = describe(frames, values=3)
+    for tree in (with_module, by_position):
+        if tree is not None:
+            json.dumps(tree, allow_nan=False)  # JSON as it is, no NaN or Infinity
+            assert render_text(tree).startswith("envelope: wire version 2")
+    if with_module is not None:
+        assert by_position is not None  # names added, nothing else rejected
