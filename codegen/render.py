@@ -23,6 +23,7 @@ import jinja2
 
 from mmcodec.codegen import GENERATOR_VERSION, ir, layout
 from mmcodec.codegen.imports import Import, import_block, sort_all, used_names
+from mmcodec.runtime.api import API_LEVEL
 
 _TEMPLATES = Path(__file__).parent / "templates"
 
@@ -47,6 +48,7 @@ _IMPORTS = (
     *(Import("typing", name) for name in ("Annotated", "Any", "TypeAlias", "TypeVar")),
     Import("msgspec"),
     Import("torch"),
+    Import("mmcodec.runtime", "api", "_api"),
     Import("mmcodec.runtime", "builtins", "_b"),
     Import("mmcodec.runtime", "codec", "_codec"),
     Import("mmcodec.runtime", "wire", "_wire"),
@@ -320,6 +322,7 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
         "module": module,
         "doc": _docstring(module.doc),
         "generator_version": GENERATOR_VERSION,
+        "runtime_api": API_LEVEL,
         "types": types,
         "domain_types": [views[n] for n in domain_order],
         "wire_types": [views[n] for n in _wire_order(module)],

@@ -29,6 +29,7 @@ from mmcodec.domain.multimodal import (
     NestedTensors,
     SharedField,
 )
+from mmcodec.runtime import api as _api
 from mmcodec.runtime import builtins as _b
 from mmcodec.runtime import codec as _codec
 from mmcodec.runtime import wire as _wire
@@ -36,6 +37,9 @@ from mmcodec.runtime.errors import DecodeError, EncodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 from mmcodec.runtime.tensors import DecodeContext as _DecodeContext
 from mmcodec.runtime.tensors import EncodeContext as _EncodeContext
+
+_RUNTIME_API = 1  # the runtime API level this module was generated for
+_api.require_api(_RUNTIME_API, module=__name__)
 
 __all__ = [
     "DEFAULT_LIMITS",

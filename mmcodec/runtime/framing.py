@@ -7,16 +7,22 @@ Single-buffer layout (all integers little-endian)::
 
 so a buffer read from a file, ``mmap`` or shared memory that is itself 64-byte
 aligned yields aligned tensors without a copy.
+
+The same layout is the capture format: :func:`save_frames` writes a multipart message
+(the frames of ``encode``, or the parts a socket received) to a file that
+``decode_bytes``, :func:`load_frames` and ``mmcodec inspect`` read.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from mmcodec.runtime.errors import DecodeError
-from mmcodec.runtime.limits import Limits
+from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 
 ALIGNMENT = 64
 _MAGIC = b"MMCB"
@@ -118,3 +124,20 @@ def split(buffer: Any, limits: Limits) -> list[memoryview]:
             )
         frames.append(view[offset : offset + length])
     return frames
+
+
+def save_frames(frames: Sequence[Any], path: str | os.PathLike[str]) -> None:
+    """Write a message's frames (any bytes-like objects) to ``path`` as one buffer.
+
+    The file holds exactly what :func:`join` makes (an ``encode_bytes`` buffer is one
+    already): ``mmcodec inspect FILE`` shows it, :func:`load_frames` reads it back.
+    """
+    views = []
+    for number, frame in enumerate(frames):
+        views.append(_flat_bytes(memoryview(frame), f"frame {number}"))
+    Path(path).write_bytes(join(views))
+
+
+def load_frames(path: str | os.PathLike[str], limits: Limits = DEFAULT_LIMITS) -> list[memoryview]:
+    """The frames saved in ``path`` by :func:`save_frames` (or an ``encode_bytes`` buffer)."""
+    return split(Path(path).read_bytes(), limits)

@@ -35,6 +35,8 @@ def locate_validation_error(text: str, wire_type: Any, raw: Any) -> tuple[str, s
 def _translate(info: mi.Type, value: Any, segments: list[tuple[str, str]]) -> str | None:
     out = "$"
     for index_text, _name in segments:
+        while isinstance(info, mi.Metadata):
+            info = info.type
         info = _resolve_union(info, value)
         if index_text == "..." and isinstance(info, mi.DictType) and isinstance(value, dict):
             # msgspec does not say which entry: find the first value that fails alone.
@@ -111,6 +113,8 @@ _CONSTRAINTS = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length
 
 def _python_type(info: mi.Type) -> Any:
     """The annotation msgspec would build ``info`` from (constraints included)."""
+    if isinstance(info, mi.Metadata):  # e.g. wire.NonNegative's marker for tools
+        return _python_type(info.type)
     if isinstance(info, mi.StructType):
         return info.cls
     if isinstance(info, mi.UnionType):

@@ -14,7 +14,12 @@ import msgspec
 MAGIC = "mmc"
 WIRE_VERSION = 2
 
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+NonNegative = Annotated[int, msgspec.Meta(ge=0, extra={"mmcodec": "reference"})]
+"""A reference by position: to a tensor, or back to a value sent earlier.
+
+``extra`` changes nothing on the wire; it tells tools (``mmcodec inspect``) a reference
+from a plain non-negative int, which generated code spells ``Annotated[int, Meta(ge=0)]``.
+"""
 
 
 class EnvelopeHead(msgspec.Struct, array_like=True, gc=False, frozen=True):

@@ -19,6 +19,7 @@ from typing import Annotated, Any, TypeAlias, TypeVar
 import msgspec
 import torch
 
+from mmcodec.runtime import api as _api
 from mmcodec.runtime import builtins as _b
 from mmcodec.runtime import codec as _codec
 from mmcodec.runtime import wire as _wire
@@ -29,6 +30,9 @@ from mmcodec.runtime.tensors import DecodeContext as _DecodeContext
 from mmcodec.runtime.tensors import EncodeContext as _EncodeContext
 
 from . import common as _common
+
+_RUNTIME_API = 1  # the runtime API level this module was generated for
+_api.require_api(_RUNTIME_API, module=__name__)
 
 __all__ = [
     "DEFAULT_LIMITS",

@@ -89,11 +89,40 @@ def _sources() -> list[Path]:
     return files
 
 
+EXEMPT = {
+    "codegen/inspect_command.py": ["import importlib", "call to importlib.import_module()"],
+}
+"""The one import by name: ``mmcodec inspect --module NAME`` imports the generated module
+the user names on the command line (as ``python -m NAME`` would), never one a message
+names. Exempt are exactly these constructs, each once, in this file."""
+
+
+def _without_exemption(found: list[str], filename: str) -> list[str]:
+    allowed = list(EXEMPT.get(filename, []))
+    kept = []
+    for entry in found:
+        what = entry.split(": ", 1)[1]
+        if what in allowed:
+            allowed.remove(what)  # each exempt construct once
+        else:
+            kept.append(entry)
+    return kept
+
+
 def test_package_sources_use_no_pickle_eval_or_import_by_name() -> None:
     found: list[str] = []
     for path in _sources():
-        found += violations(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+        name = path.relative_to(ROOT).as_posix()
+        found += _without_exemption(violations(path.read_text(encoding="utf-8"), name), name)
     assert found == [], "banned constructs:\n" + "\n".join(found)
+
+
+def test_the_exemption_covers_exactly_the_inspect_command_import() -> None:
+    # If the file changes shape (a second import by name, or none), this says so.
+    for name, allowed in EXEMPT.items():
+        found = violations((ROOT / name).read_text(encoding="utf-8"), name)
+        assert sorted(entry.split(": ", 1)[1] for entry in found) == sorted(allowed)
+    assert _without_exemption(["x.py:1: import importlib"], "x.py") == ["x.py:1: import importlib"]
 
 
 def test_templates_emit_none_of_them() -> None:
