@@ -7,6 +7,7 @@ this module does everything that does not depend on the schema.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -19,14 +20,18 @@ from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 from mmcodec.runtime.paths import locate_validation_error
 from mmcodec.runtime.tensors import (
     DEFAULT_INLINE_THRESHOLD,
+    EAGER_TENSORS,
     DecodeContext,
     DiagnoseContext,
+    DryContext,
     EncodeContext,
     Frame,
     LocateContext,
     RunError,
     TensorEncodeError,
     build_tensors,
+    check_refs,
+    check_runs,
     plan_payloads,
 )
 from mmcodec.runtime.wire import (
@@ -73,6 +78,11 @@ class _EnvelopeOut(msgspec.Struct, array_like=True, gc=False):
 
 
 _HEAD_DECODER = msgspec.msgpack.Decoder(EnvelopeHead)
+_IN_BODY = re.compile(
+    rf"^(?P<message>.*) - at `\$\[{len(msgspec.structs.fields(Envelope)) - 1}\](?P<rest>.*)`$",
+    re.DOTALL,
+)
+"""A one-pass decode's error that lies in the body (the envelope's last entry)."""
 _ENVELOPE_DECODER = msgspec.msgpack.Decoder(Envelope)
 _ENCODER = msgspec.msgpack.Encoder()
 
@@ -180,23 +190,35 @@ class SchemaCodec:
         header = views[0]
         try:
             envelope = named.envelope_decoder.decode(header)
-        except (msgspec.DecodeError, UnicodeDecodeError):  # the latter: a str not UTF-8
-            envelope = None
-        if envelope is None:
-            self._explain_bad_header(header, named)
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:  # the latter: a str not UTF-8
+            self._explain_bad_header(header, named, e)
         self._check_head(envelope, named)
         body = envelope.body
+        refs = envelope.refs
         try:
-            tensors = build_tensors(envelope.tensors, envelope.refs, views, limits, copy)
+            layouts, total = check_runs(envelope.tensors, views, limits)
         except RunError as e:
             # Rebuild once more, with the bad run standing in for its tensors, to name
             # the first value that uses it.
-            named.from_wire(body, DiagnoseContext(e, envelope.refs, limits))
+            named.from_wire(body, DiagnoseContext(e, refs, limits))
             raise DecodeError(f"{e.message}, used by no value") from None
+        check_refs(refs, layouts, total, limits)
+        reached = None
+        if total > EAGER_TENSORS:
+            # Learn which tensors the body uses before building any (see DryContext).
+            dry = DryContext(layouts, refs, total, limits)
+            named.from_wire(body, dry)
+            reached = dry.reached
+        tensors = build_tensors(layouts, copy, reached)
+        if refs:
+            tensors = [tensors[ref] for ref in refs]
         return named.from_wire(body, DecodeContext(tensors, limits))
 
-    def _explain_bad_header(self, header: memoryview, named: NamedType) -> NoReturn:
-        """Say why a header failed the one-pass decode: step by step, identity first."""
+    def _explain_bad_header(
+        self, header: memoryview, named: NamedType, error: Exception
+    ) -> NoReturn:
+        """Say why a header failed the one-pass decode (``error``): identity first, then
+        the envelope, then the body, whose error the one-pass decode already found."""
         try:
             head = _HEAD_DECODER.decode(header)
         except (msgspec.DecodeError, UnicodeDecodeError) as e:
@@ -206,15 +228,22 @@ class SchemaCodec:
             envelope = _ENVELOPE_DECODER.decode(header)
         except (msgspec.DecodeError, UnicodeDecodeError) as e:
             raise DecodeError(f"malformed envelope: {e}") from None
-        try:
-            named.decoder.decode(envelope.body)
-        except msgspec.ValidationError as e:
-            path, message = locate_validation_error(str(e), named.wire_type, envelope.body)
-            raise DecodeError(message, path.removeprefix("$")) from None
-        except (msgspec.DecodeError, UnicodeDecodeError) as e:
-            raise DecodeError(f"malformed message body: {e}") from None
-        # Each part decodes alone but not together: msgspec and this code disagree.
-        raise DecodeError("malformed header")  # pragma: no cover
+        in_body = _IN_BODY.match(str(error))
+        if isinstance(error, msgspec.ValidationError) and in_body is not None:
+            # The error a decode of the body alone gives, the body as the root: not
+            # decoding the body again keeps the failure path as cheap as the decode.
+            text = f"{in_body['message']} - at `${in_body['rest']}`"
+        else:
+            try:
+                named.decoder.decode(envelope.body)
+            except msgspec.ValidationError as e:
+                text = str(e)
+            except (msgspec.DecodeError, UnicodeDecodeError) as e:
+                raise DecodeError(f"malformed message body: {e}") from None
+            else:  # pragma: no cover - each part decodes alone but not together
+                raise DecodeError("malformed header")
+        path, message = locate_validation_error(text, named.wire_type, envelope.body)
+        raise DecodeError(message, path.removeprefix("$")) from None
 
     def _check_head(self, head: Any, named: NamedType) -> None:
         # ``head``: an EnvelopeHead, or a whole envelope decoded in one pass (same fields).

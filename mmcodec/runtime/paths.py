@@ -1,7 +1,8 @@
 """Turn msgspec's wire paths (``$[1][0][2]``) into schema paths (``$.field.data[2]``).
 
-Only used when decoding has already failed, so it may be slow: it re-reads the
-message body untyped to learn which union variant each tag selected.
+Only used when decoding has already failed. It re-reads the message body untyped to
+learn which union variant each tag selected, and validates a mapping's values in one
+pass to find the failing key: no slower than the decode that failed.
 """
 
 from __future__ import annotations
@@ -96,13 +97,23 @@ def _resolve_union(info: mi.Type, value: Any) -> mi.Type:
 _NO_KEY = object()
 
 
+_FIRST_INDEX = re.compile(r"^\$\[(\d+)\]")
+
+
 def _failing_key(info: mi.DictType, entries: dict[Any, Any]) -> Any:
-    value_type = _python_type(info.value_type)
-    for key, item in entries.items():
-        try:
-            msgspec.convert(item, value_type)
-        except msgspec.ValidationError:
-            return key
+    """The key of the first entry whose value fails validation, found in one pass.
+
+    The values are validated as one list, so the cost is that of decoding them once
+    (converting entry by entry would build msgspec's view of the type once per entry).
+    """
+    values = list(entries.values())
+    try:
+        msgspec.convert(values, list[_python_type(info.value_type)])  # type: ignore[misc]
+    except msgspec.ValidationError as e:
+        match = _AT.match(str(e))
+        index = _FIRST_INDEX.match(match["path"]) if match else None
+        if index is not None:
+            return list(entries)[int(index[1])]
     return _NO_KEY
 
 
