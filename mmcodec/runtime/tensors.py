@@ -12,7 +12,9 @@ anything, then builds each run with one numpy view and one torch call.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
+import itertools
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
@@ -443,16 +445,20 @@ class _Reach:
 
     def __init__(self, layouts: list[Layout], refs: list[int], total: int) -> None:
         self.positions: list[int] | range = refs or range(total)
-        self.stand_ins: list[torch.Tensor] = []
+        self.starts: list[int] = []  # per run, the position of its first tensor
+        self.stand_ins: list[torch.Tensor] = []  # per run (not per tensor: memory)
+        start = 0
         for layout in layouts:
+            self.starts.append(start)
+            start += layout.count
             stand_in = torch.zeros((), dtype=layout.info.torch_dtype).expand(layout.shape)
-            self.stand_ins.extend([stand_in] * layout.count)
+            self.stand_ins.append(stand_in)
         self.reached = bytearray(total)
 
     def __getitem__(self, ref: int) -> torch.Tensor:
         position = self.positions[ref]  # IndexError: the caller reports the bad reference
         self.reached[position] = 1
-        return self.stand_ins[position]
+        return self.stand_ins[bisect.bisect_right(self.starts, position) - 1]
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -567,10 +573,7 @@ def build_tensors(
             start = len(out)
             used = reached.count(1, start, start + count)
             if used < count:
-                if used == 0:
-                    out.extend([_PLACEHOLDER] * count)
-                else:
-                    out.extend(_build_some(layout, copy, reached, start))
+                _build_some(layout, copy, reached, start, out)
                 continue
         tensor = _build(layout, layout.array_shape, layout.offset, copy)
         if count == 1:
@@ -591,17 +594,20 @@ def _build(layout: Layout, shape: tuple[int, ...], offset: int, copy: bool) -> t
     return tensor
 
 
-def _build_some(layout: Layout, copy: bool, reached: bytearray, start: int) -> list[torch.Tensor]:
-    """A run the body uses only in part: one view per tensor used, none for the rest."""
+def _build_some(
+    layout: Layout, copy: bool, reached: bytearray, start: int, out: list[torch.Tensor]
+) -> None:
+    """A run the body uses only in part: one view per tensor used, a placeholder for the rest."""
     nbytes = layout.info.itemsize
     for dim in layout.shape:
         nbytes *= dim
-    return [
-        _build(layout, layout.shape, layout.offset + index * nbytes, copy)
-        if reached[start + index]
-        else _PLACEHOLDER
-        for index in range(layout.count)
-    ]
+    end = start + layout.count
+    position = reached.find(1, start, end)
+    while position >= 0:
+        out.extend(itertools.repeat(_PLACEHOLDER, position - len(out)))
+        out.append(_build(layout, layout.shape, layout.offset + (position - start) * nbytes, copy))
+        position = reached.find(1, position + 1, end)
+    out.extend(itertools.repeat(_PLACEHOLDER, end - len(out)))
 
 
 def _check_run(
