@@ -17,7 +17,7 @@ import msgspec
 from mmcodec.runtime import framing
 from mmcodec.runtime.errors import DecodeError, EncodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
-from mmcodec.runtime.paths import locate_validation_error
+from mmcodec.runtime.paths import Key, locate_validation_error, locate_wire_steps
 from mmcodec.runtime.tensors import (
     DEFAULT_INLINE_THRESHOLD,
     EAGER_TENSORS,
@@ -87,6 +87,50 @@ _ENVELOPE_DECODER = msgspec.msgpack.Decoder(Envelope)
 _ENCODER = msgspec.msgpack.Encoder()
 
 
+def _check_frames(header_bytes: int, frames: list[Frame], limits: Limits) -> None:
+    """The frame limits a receiver applies (framing.as_byte_views), applied before sending."""
+    if header_bytes > limits.max_header_bytes:
+        raise EncodeError(
+            f"header of {header_bytes} bytes exceeds the receiver's limit of "
+            f"{limits.max_header_bytes} (max_header_bytes)"
+        )
+    if len(frames) + 1 > limits.max_frames:
+        raise EncodeError(
+            f"{len(frames) + 1} frames exceed the receiver's limit of {limits.max_frames} "
+            "(max_frames)"
+        )
+    total = header_bytes
+    for frame in frames:
+        total += frame.nbytes
+    if total > limits.max_total_bytes:
+        raise EncodeError(
+            f"{total} bytes exceed the receiver's limit of {limits.max_total_bytes} "
+            "(max_total_bytes)"
+        )
+
+
+def _check_container_lengths(header: bytes, named: NamedType, max_elements: int) -> None:
+    """Fail, naming the value, if a container of the body holds more than ``max_elements``."""
+    body = msgspec.msgpack.decode(header)[-1]
+    stack: list[tuple[Any, tuple[int | Key, ...]]] = [(body, ())]
+    while stack:
+        value, steps = stack.pop()
+        if isinstance(value, list):
+            items: Any = enumerate(value)
+        elif isinstance(value, dict):
+            items = ((Key(key), item) for key, item in value.items())
+        else:
+            continue
+        if len(value) > max_elements:
+            path = locate_wire_steps(named.wire_type, body, list(steps))
+            raise EncodeError(
+                f"{len(value)} elements exceed the receiver's limit of {max_elements} "
+                "(max_elements)",
+                path.removeprefix("$"),
+            )
+        stack.extend((item, (*steps, key)) for key, item in items if isinstance(item, (list, dict)))
+
+
 class SchemaCodec:
     """Encode and decode the named types of one schema. Holds no per-call state."""
 
@@ -103,16 +147,18 @@ class SchemaCodec:
         *,
         type: Any = None,
         inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
-        max_depth: int = DEFAULT_LIMITS.max_depth,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> list[Frame]:
+        """Encode ``obj``; an EncodeError (with the path) for what a receiver with ``limits``
+        would reject: the sender checks every limit it can, with the receiver's defaults."""
         named = self._named_for_encode(obj, type)
-        ctx = EncodeContext(max_depth)
+        ctx = EncodeContext(limits.max_depth)
         try:
             body = named.to_wire(obj, ctx)
-            runs, refs, frames = plan_payloads(ctx.tensors, inline_threshold)
+            runs, refs, frames = plan_payloads(ctx.tensors, inline_threshold, limits)
         except TensorEncodeError as e:
             # Rebuild once more, failing at the bad tensor, to name the value that holds it.
-            named.to_wire(obj, LocateContext(e, max_depth))
+            named.to_wire(obj, LocateContext(e, limits.max_depth))
             raise EncodeError(e.message) from None  # pragma: no cover - the rebuild raised
         except RecursionError:
             raise EncodeError("value nested too deeply to encode") from None
@@ -123,11 +169,23 @@ class SchemaCodec:
             header = _ENCODER.encode(envelope)
         except (TypeError, ValueError, OverflowError) as e:  # e.g. an int beyond 64 bits
             raise EncodeError(f"cannot encode header: {e}") from None
+        if len(header) > limits.max_elements:
+            # Only a header this large can hold a container a receiver finds too long.
+            _check_container_lengths(header, named, limits.max_elements)
+        _check_frames(len(header), frames, limits)
         return [memoryview(header), *frames]
 
-    def encode_bytes(self, obj: Any, *, type: Any = None) -> bytearray:
+    def encode_bytes(
+        self, obj: Any, *, type: Any = None, limits: Limits = DEFAULT_LIMITS
+    ) -> bytearray:
         """Encode into one buffer: a frame table, then payloads 64-byte aligned."""
-        return framing.join(self.encode(obj, type=type))
+        buffer = framing.join(self.encode(obj, type=type, limits=limits))
+        if len(buffer) > limits.max_total_bytes:
+            raise EncodeError(
+                f"buffer of {len(buffer)} bytes exceeds the receiver's limit of "
+                f"{limits.max_total_bytes} (max_total_bytes)"
+            )
+        return buffer
 
     def _named_for_encode(self, obj: Any, explicit: Any) -> NamedType:
         if explicit is not None:

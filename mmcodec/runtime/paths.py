@@ -13,6 +13,8 @@ from typing import Annotated, Any, Union
 import msgspec
 import msgspec.inspect as mi
 
+from mmcodec.runtime.wire import ListNode, TupleNode
+
 _AT = re.compile(r"^(?P<message>.*) - at `(?P<path>\$.*)`$", re.DOTALL)
 _SEGMENT = re.compile(r"\[(\d+|\.\.\.)\]|\.(\w+)")
 
@@ -33,10 +35,47 @@ def locate_validation_error(text: str, wire_type: Any, raw: Any) -> tuple[str, s
     return path, message
 
 
-def _translate(info: mi.Type, value: Any, segments: list[tuple[str, str]]) -> str | None:
+def locate_wire_steps(wire_type: Any, value: Any, steps: list[int | Key]) -> str:
+    """The schema path of ``value[steps[0]][steps[1]]...``, ``value`` an untyped wire body
+    (list indices for arrays, :class:`Key` for mappings); the wire path if it cannot be
+    translated."""
+    segments: list[tuple[str, str] | Key] = [
+        step if isinstance(step, Key) else (str(step), "") for step in steps
+    ]
+    try:
+        path = _translate(mi.type_info(wire_type), value, segments)
+    except Exception:  # a best effort, as for decoding errors
+        path = None
+    if path is None:
+        return "$" + "".join(f"[{step!r}]" for step in steps) + " (wire path)"
+    return path
+
+
+class Key:
+    """A path step that names a mapping's key (msgspec's paths say ``[...]`` instead)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+    def __repr__(self) -> str:
+        return repr(self.key)
+
+
+def _translate(
+    info: mi.Type, value: Any, segments: list[tuple[str, str]] | list[tuple[str, str] | Key]
+) -> str | None:
     out = "$"
-    for index_text, _name in segments:
+    for segment in segments:
         info = _resolve_union(info, value)
+        if isinstance(segment, Key):
+            if not isinstance(info, mi.DictType):
+                return None
+            out += f"[{segment.key!r}]"
+            info, value = info.value_type, value[segment.key]
+            continue
+        index_text = segment[0]
         if index_text == "..." and isinstance(info, mi.DictType) and isinstance(value, dict):
             # msgspec does not say which entry: find the first value that fails alone.
             key = _failing_key(info, value)
@@ -54,7 +93,8 @@ def _translate(info: mi.Type, value: Any, segments: list[tuple[str, str]]) -> st
                 out += ".<tag>"
                 return out
             field = info.fields[index - shift]
-            out += f".{field.name}"
+            if info.cls not in _NESTED_NODES:  # a list of nested tensors is its items
+                out += f".{field.name}"
             info, value = field.type, value[index]
         elif isinstance(info, (mi.ListType, mi.VarTupleType)):
             out += f"[{index}]"
@@ -95,6 +135,7 @@ def _resolve_union(info: mi.Type, value: Any) -> mi.Type:
 
 
 _NO_KEY = object()
+_NESTED_NODES = (ListNode, TupleNode)
 
 
 _FIRST_INDEX = re.compile(r"^\$\[(\d+)\]")

@@ -25,7 +25,7 @@ import torch
 
 from mmcodec.runtime.dtypes import BY_NAME, BY_TORCH, DtypeInfo
 from mmcodec.runtime.errors import DecodeError, EncodeError
-from mmcodec.runtime.limits import Limits
+from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 from mmcodec.runtime.wire import TensorRun
 
 Frame = memoryview
@@ -137,13 +137,23 @@ def _normalize(t: torch.Tensor) -> tuple[torch.Tensor, DtypeInfo]:
 
 
 def plan_payloads(
-    tensors: Sequence[torch.Tensor], inline_threshold: int
+    tensors: Sequence[torch.Tensor], inline_threshold: int, limits: Limits = DEFAULT_LIMITS
 ) -> tuple[list[TensorRun], list[int], list[Frame]]:
     """Lay tensors out as runs and frames. Returns (runs, refs, frames after the header).
+
+    What a receiver with ``limits`` checks of the tensors, this checks first (as a
+    :class:`TensorEncodeError` naming the tensor): their number, their dimensions, and
+    that bool payloads hold only 0 and 1. Per run, not per tensor, where it can.
 
     This runs once per distinct tensor, so it reads each tensor's metadata once and
     keeps per-tensor work to plain tuples (torch attribute reads cost ~50 ns each).
     """
+    if len(tensors) > limits.max_elements:
+        raise TensorEncodeError(
+            f"a message of more than {limits.max_elements} tensors exceeds the receiver's "
+            "max_elements",
+            limits.max_elements,
+        )
     # 1. Group by (storage address, dtype): the candidates for runs.
     groups: dict[tuple[int, str], list[tuple[int, int, torch.Tensor, torch.Size]]] = {}
     for ref, t in enumerate(tensors):
@@ -171,7 +181,7 @@ def plan_payloads(
             members.append((t.data_ptr() - base, ref, t, shape))
 
     if len(groups) == len(tensors) and len({base for base, _ in groups}) == len(groups):
-        return _one_run_per_tensor(groups, inline_threshold)
+        return _one_run_per_tensor(groups, inline_threshold, limits.max_ndim)
 
     # 2. Split each group into runs of back-to-back tensors; equal placement = one tensor.
     runs: list[_Run] = []
@@ -224,6 +234,10 @@ def plan_payloads(
                 region, end = [run], run.end
         _place_region(region, inline_threshold, frames)
 
+    max_ndim = limits.max_ndim
+    for run in runs:
+        if len(run.shape) > max_ndim or run.info is _BOOL:
+            _check_leaf(run.members, run.info, max_ndim)
     wire_runs = [
         TensorRun(run.info.name, list(run.shape), run.data, run.offset, len(run.members))
         for run in runs
@@ -234,6 +248,7 @@ def plan_payloads(
 def _one_run_per_tensor(
     groups: dict[tuple[int, str], list[tuple[int, int, torch.Tensor, torch.Size]]],
     inline_threshold: int,
+    max_ndim: int,
 ) -> tuple[list[TensorRun], list[int], list[Frame]]:
     """The common case of large payloads: every tensor has a storage of its own.
 
@@ -242,8 +257,11 @@ def _one_run_per_tensor(
     """
     runs: list[TensorRun] = []
     frames: list[Frame] = []
-    for (_, name), ((start, _, tensor, shape),) in groups.items():
+    for (_, name), members in groups.items():
+        ((start, _, tensor, shape),) = members
         info = BY_NAME[name]
+        if len(shape) > max_ndim or info is _BOOL:
+            _check_leaf(members, info, max_ndim)
         nbytes = info.itemsize * _numel(shape)
         if nbytes < inline_threshold:
             runs.append(TensorRun(name, list(shape), _inline_bytes(tensor, start, nbytes)))
@@ -251,6 +269,24 @@ def _one_run_per_tensor(
             frames.append(_byte_view(tensor, start, nbytes))
             runs.append(TensorRun(name, list(shape), len(frames)))
     return runs, [], frames
+
+
+_BOOL = BY_NAME["bool"]
+
+
+def _check_leaf(
+    members: list[tuple[int, int, torch.Tensor, torch.Size]], info: DtypeInfo, max_ndim: int
+) -> None:
+    """Fail, naming the first bad tensor of a run, where a receiver's decoder would."""
+    shape = members[0][3]
+    if len(shape) > max_ndim:
+        raise TensorEncodeError(
+            f"{len(shape)} dimensions exceed the receiver's limit of {max_ndim} (max_ndim)",
+            min(member[1] for member in members),
+        )
+    bad = [ref for _, ref, tensor, _ in members if bool(tensor.view(torch.uint8).gt(1).any())]
+    if bad:  # possible: torch lets any byte be viewed as a bool
+        raise TensorEncodeError("bool tensor holds a byte other than 0 and 1", min(bad))
 
 
 class _Run:
