@@ -7,6 +7,7 @@ pass to find the failing key: no slower than the decode that failed.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated, Any, Union
 
@@ -27,7 +28,7 @@ def locate_validation_error(text: str, wire_type: Any, raw: Any) -> tuple[str, s
     message, wire_path = match["message"], match["path"]
     try:
         value = msgspec.msgpack.decode(raw)
-        path = _translate(mi.type_info(wire_type), value, _SEGMENT.findall(wire_path[1:]))
+        path = _translate(_type_info(wire_type), value, _SEGMENT.findall(wire_path[1:]))
     except Exception:  # a best effort: fall back to the wire path
         path = None
     if path is None:
@@ -43,7 +44,7 @@ def locate_wire_steps(wire_type: Any, value: Any, steps: list[int | Key]) -> str
         step if isinstance(step, Key) else (str(step), "") for step in steps
     ]
     try:
-        path = _translate(mi.type_info(wire_type), value, segments)
+        path = _translate(_type_info(wire_type), value, segments)
     except Exception:  # a best effort, as for decoding errors
         path = None
     if path is None:
@@ -61,6 +62,12 @@ class Key:
 
     def __repr__(self) -> str:
         return repr(self.key)
+
+
+@functools.lru_cache(maxsize=256)
+def _type_info(wire_type: Any) -> mi.Type:
+    """msgspec's view of a wire type: a few ms to build, so built once per type."""
+    return mi.type_info(wire_type)
 
 
 def _translate(
