@@ -148,11 +148,12 @@ def plan_payloads(
     This runs once per distinct tensor, so it reads each tensor's metadata once and
     keeps per-tensor work to plain tuples (torch attribute reads cost ~50 ns each).
     """
-    if len(tensors) > limits.max_elements:
+    most = min(limits.max_tensors, limits.max_elements)
+    if len(tensors) > most:
+        name = "max_tensors" if most == limits.max_tensors else "max_elements"
         raise TensorEncodeError(
-            f"a message of more than {limits.max_elements} tensors exceeds the receiver's "
-            "max_elements",
-            limits.max_elements,
+            f"a message of more than {most} tensors exceeds the receiver's limit ({name})",
+            most,
         )
     # 1. Group by (storage address, dtype): the candidates for runs.
     groups: dict[tuple[int, str], list[tuple[int, int, torch.Tensor, torch.Size]]] = {}
@@ -544,7 +545,7 @@ def check_runs(
     # body, or an entry of the refs table), so a header of n bytes holds at most n
     # tensors: a few bytes cannot ask for a million empty tensors. That every one is
     # in fact referenced is checked before (or, for small messages, while) they are used.
-    max_tensors = min(limits.max_elements, frames[0].nbytes)
+    max_tensors = min(limits.max_tensors, limits.max_elements, frames[0].nbytes)
     for index, run in enumerate(runs):
         room = max_tensors - total
         try:
@@ -660,7 +661,7 @@ def _check_run(
     if not 1 <= count <= limits.max_elements or count > room:
         raise RunError(
             f"tensor count {count} outside 1..{room} (a message holds at most "
-            "max_elements tensors, and one per byte of its header)",
+            "max_tensors and max_elements tensors, and one per byte of its header)",
             count,
         )
     shape = run.shape

@@ -22,6 +22,8 @@ from tests.security.samples import HEAD_BODY, HEAD_REFS, HEAD_TENSORS, header, k
 ITEMS = mm.MultiModalKwargsItems
 PREFIX = ["mmc", 2, "multimodal", 1, "MultiModalKwargsItems"]
 """The identity entries of a header for a MultiModalKwargsItems."""
+WIDE = mm.Limits(max_tensors=1 << 20)
+"""Lets a message declare a million tensors (the default max_tensors stops it sooner)."""
 
 
 def traced_peak(call: Callable[[], Any]) -> tuple[Any, int]:
@@ -111,7 +113,11 @@ def test_tensors_the_body_does_not_reach_are_not_built(
         [*PREFIX, [["float32", [0] * 16, b"", 0, count]], [], {"image": [{key: elem}]}]
     )
     assert len(head) > count
-    value, peak = traced_peak(lambda: mm.decode([head], ITEMS))
+    error, _ = traced_peak(lambda: mm.decode([head], ITEMS))
+    assert type(error) is mm.DecodeError  # by default, beyond max_tensors
+    assert error.message.startswith(f"tensor count {count} outside 1..65536")
+    assert built == []
+    value, peak = traced_peak(lambda: mm.decode([head], ITEMS, limits=WIDE))
     assert isinstance(value, mm.MultiModalKwargsItems), value
     tensor = tensor_at(value, key)
     assert (tensor.dtype, tensor.shape) == (torch.float32, (0,) * 16)

@@ -294,8 +294,20 @@ def test_more_tensors_than_max_elements_is_an_encode_error() -> None:
     error = _encode_error(_item([torch.zeros(1) for _ in range(4)]), mm.Limits(max_elements=3))
     assert (error.path, error.message) == (
         PIXELS + "[3]",
-        "a message of more than 3 tensors exceeds the receiver's max_elements",
+        "a message of more than 3 tensors exceeds the receiver's limit (max_elements)",
     )
+
+
+def test_more_tensors_than_max_tensors_is_an_encode_error() -> None:
+    value = _item([torch.zeros(1) for _ in range(6)])
+    error = _encode_error(value, mm.Limits(max_tensors=5))
+    assert (error.path, error.message) == (
+        PIXELS + "[5]",
+        "a message of more than 5 tensors exceeds the receiver's limit (max_tensors)",
+    )
+    assert same(mm.decode(mm.encode(value), mm.MultiModalKwargsItems), value)  # 65,536 by default
+    with pytest.raises(mm.DecodeError, match=r"\[5\]: tensor count 1 outside 1\.\.0"):
+        mm.decode(mm.encode(value), mm.MultiModalKwargsItems, limits=mm.Limits(max_tensors=5))
 
 
 def test_a_container_longer_than_max_elements_is_an_encode_error() -> None:

@@ -837,7 +837,7 @@ def _value_measuring(name: str, quantity: int) -> mm.MultiModalKwargsItems:
         data = torch.zeros(1)
         for _ in range(quantity):
             data = [data]
-    elif name == "max_elements":
+    elif name in ("max_elements", "max_tensors"):
         data = [torch.zeros(1) for _ in range(quantity)]  # a list and that many tensors
     elif name == "max_ndim":
         data = torch.zeros([1] * quantity)

@@ -511,8 +511,8 @@ def test_million_empty_tensors_from_a_tiny_header_fail_fast(frames: list[bytes])
         tracemalloc.stop()
     assert (error.path, error.message) == (
         PIXELS_0,
-        f"tensor count 1000000 outside 1..{len(head)} (a message holds at most max_elements "
-        "tensors, and one per byte of its header) (tensor run 0)",
+        f"tensor count 1000000 outside 1..{len(head)} (a message holds at most max_tensors "
+        "and max_elements tensors, and one per byte of its header) (tensor run 0)",
     )
     assert peak < 1 << 20
 
@@ -527,7 +527,8 @@ def test_tensor_count_above_max_elements(frames: list[bytes]) -> None:
         message,
         GRID_0,
         f"tensor count {2**20 + 1} outside 1..{len(message[0]) - first} (a message holds at "
-        f"most max_elements tensors, and one per byte of its header) (tensor run {number})",
+        "most max_tensors and max_elements tensors, and one per byte of its header) "
+        f"(tensor run {number})",
     )
     # With a header this small, the bound is the header's size, not max_elements.
     assert len(message[0]) < mm.DEFAULT_LIMITS.max_elements
