@@ -7,6 +7,7 @@ this module does everything that does not depend on the schema.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
@@ -17,17 +18,21 @@ import msgspec
 from mmcodec.runtime import framing
 from mmcodec.runtime.errors import DecodeError, EncodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
-from mmcodec.runtime.paths import locate_validation_error
+from mmcodec.runtime.paths import Key, locate_validation_error, locate_wire_steps
 from mmcodec.runtime.tensors import (
     DEFAULT_INLINE_THRESHOLD,
+    EAGER_TENSORS,
     DecodeContext,
     DiagnoseContext,
+    DryContext,
     EncodeContext,
     Frame,
     LocateContext,
     RunError,
     TensorEncodeError,
     build_tensors,
+    check_refs,
+    check_runs,
     plan_payloads,
 )
 from mmcodec.runtime.wire import (
@@ -74,8 +79,57 @@ class _EnvelopeOut(msgspec.Struct, array_like=True, gc=False):
 
 
 _HEAD_DECODER = msgspec.msgpack.Decoder(EnvelopeHead)
+_IN_BODY = re.compile(
+    rf"^(?P<message>.*) - at `\$\[{len(msgspec.structs.fields(Envelope)) - 1}\](?P<rest>.*)`$",
+    re.DOTALL,
+)
+"""A one-pass decode's error that lies in the body (the envelope's last entry)."""
 _ENVELOPE_DECODER = msgspec.msgpack.Decoder(Envelope)
 _ENCODER = msgspec.msgpack.Encoder()
+
+
+def _check_frames(header_bytes: int, frames: list[Frame], limits: Limits) -> None:
+    """The frame limits a receiver applies (framing.as_byte_views), applied before sending."""
+    if header_bytes > limits.max_header_bytes:
+        raise EncodeError(
+            f"header of {header_bytes} bytes exceeds the receiver's limit of "
+            f"{limits.max_header_bytes} (max_header_bytes)"
+        )
+    if len(frames) + 1 > limits.max_frames:
+        raise EncodeError(
+            f"{len(frames) + 1} frames exceed the receiver's limit of {limits.max_frames} "
+            "(max_frames)"
+        )
+    total = header_bytes
+    for frame in frames:
+        total += frame.nbytes
+    if total > limits.max_total_bytes:
+        raise EncodeError(
+            f"{total} bytes exceed the receiver's limit of {limits.max_total_bytes} "
+            "(max_total_bytes)"
+        )
+
+
+def _check_container_lengths(header: bytes, named: NamedType, max_elements: int) -> None:
+    """Fail, naming the value, if a container of the body holds more than ``max_elements``."""
+    body = msgspec.msgpack.decode(header)[-1]
+    stack: list[tuple[Any, tuple[int | Key, ...]]] = [(body, ())]
+    while stack:
+        value, steps = stack.pop()
+        if isinstance(value, list):
+            items: Any = enumerate(value)
+        elif isinstance(value, dict):
+            items = ((Key(key), item) for key, item in value.items())
+        else:
+            continue
+        if len(value) > max_elements:
+            path = locate_wire_steps(named.wire_type, body, list(steps))
+            raise EncodeError(
+                f"{len(value)} elements exceed the receiver's limit of {max_elements} "
+                "(max_elements)",
+                path.removeprefix("$"),
+            )
+        stack.extend((item, (*steps, key)) for key, item in items if isinstance(item, (list, dict)))
 
 
 class SchemaCodec:
@@ -102,16 +156,18 @@ class SchemaCodec:
         *,
         type: Any = None,
         inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
-        max_depth: int = DEFAULT_LIMITS.max_depth,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> list[Frame]:
+        """Encode ``obj``; an EncodeError (with the path) for what a receiver with ``limits``
+        would reject: the sender checks every limit it can, with the receiver's defaults."""
         named = self._named_for_encode(obj, type)
-        ctx = EncodeContext(max_depth)
+        ctx = EncodeContext(limits.max_depth)
         try:
             body = named.to_wire(obj, ctx)
-            runs, refs, frames = plan_payloads(ctx.tensors, inline_threshold)
+            runs, refs, frames = plan_payloads(ctx.tensors, inline_threshold, limits)
         except TensorEncodeError as e:
             # Rebuild once more, failing at the bad tensor, to name the value that holds it.
-            named.to_wire(obj, LocateContext(e, max_depth))
+            named.to_wire(obj, LocateContext(e, limits.max_depth))
             raise EncodeError(e.message) from None  # pragma: no cover - the rebuild raised
         except RecursionError:
             raise EncodeError("value nested too deeply to encode") from None
@@ -122,11 +178,23 @@ class SchemaCodec:
             header = _ENCODER.encode(envelope)
         except (TypeError, ValueError, OverflowError) as e:  # e.g. an int beyond 64 bits
             raise EncodeError(f"cannot encode header: {e}") from None
+        if len(header) > limits.max_elements:
+            # Only a header this large can hold a container a receiver finds too long.
+            _check_container_lengths(header, named, limits.max_elements)
+        _check_frames(len(header), frames, limits)
         return [memoryview(header), *frames]
 
-    def encode_bytes(self, obj: Any, *, type: Any = None) -> bytearray:
+    def encode_bytes(
+        self, obj: Any, *, type: Any = None, limits: Limits = DEFAULT_LIMITS
+    ) -> bytearray:
         """Encode into one buffer: a frame table, then payloads 64-byte aligned."""
-        return framing.join(self.encode(obj, type=type))
+        buffer = framing.join(self.encode(obj, type=type, limits=limits))
+        if len(buffer) > limits.max_total_bytes:
+            raise EncodeError(
+                f"buffer of {len(buffer)} bytes exceeds the receiver's limit of "
+                f"{limits.max_total_bytes} (max_total_bytes)"
+            )
+        return buffer
 
     def _named_for_encode(self, obj: Any, explicit: Any) -> NamedType:
         if explicit is not None:
@@ -189,23 +257,35 @@ class SchemaCodec:
         header = views[0]
         try:
             envelope = named.envelope_decoder.decode(header)
-        except (msgspec.DecodeError, UnicodeDecodeError):  # the latter: a str not UTF-8
-            envelope = None
-        if envelope is None:
-            self._explain_bad_header(header, named)
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:  # the latter: a str not UTF-8
+            self._explain_bad_header(header, named, e)
         self._check_head(envelope, named)
         body = envelope.body
+        refs = envelope.refs
         try:
-            tensors = build_tensors(envelope.tensors, envelope.refs, views, limits, copy)
+            layouts, total = check_runs(envelope.tensors, views, limits)
         except RunError as e:
             # Rebuild once more, with the bad run standing in for its tensors, to name
             # the first value that uses it.
-            named.from_wire(body, DiagnoseContext(e, envelope.refs, limits))
+            named.from_wire(body, DiagnoseContext(e, refs, limits))
             raise DecodeError(f"{e.message}, used by no value") from None
+        check_refs(refs, layouts, total, limits)
+        reached = None
+        if total > EAGER_TENSORS:
+            # Learn which tensors the body uses before building any (see DryContext).
+            dry = DryContext(layouts, refs, total, limits)
+            named.from_wire(body, dry)
+            reached = dry.reached
+        tensors = build_tensors(layouts, copy, reached)
+        if refs:
+            tensors = [tensors[ref] for ref in refs]
         return named.from_wire(body, DecodeContext(tensors, limits))
 
-    def _explain_bad_header(self, header: memoryview, named: NamedType) -> NoReturn:
-        """Say why a header failed the one-pass decode: step by step, identity first."""
+    def _explain_bad_header(
+        self, header: memoryview, named: NamedType, error: Exception
+    ) -> NoReturn:
+        """Say why a header failed the one-pass decode (``error``): identity first, then
+        the envelope, then the body, whose error the one-pass decode already found."""
         try:
             head = _HEAD_DECODER.decode(header)
         except (msgspec.DecodeError, UnicodeDecodeError) as e:
@@ -215,15 +295,22 @@ class SchemaCodec:
             envelope = _ENVELOPE_DECODER.decode(header)
         except (msgspec.DecodeError, UnicodeDecodeError) as e:
             raise DecodeError(f"malformed envelope: {e}") from None
-        try:
-            named.decoder.decode(envelope.body)
-        except msgspec.ValidationError as e:
-            path, message = locate_validation_error(str(e), named.wire_type, envelope.body)
-            raise DecodeError(message, path.removeprefix("$")) from None
-        except (msgspec.DecodeError, UnicodeDecodeError) as e:
-            raise DecodeError(f"malformed message body: {e}") from None
-        # Each part decodes alone but not together: msgspec and this code disagree.
-        raise DecodeError("malformed header")  # pragma: no cover
+        in_body = _IN_BODY.match(str(error))
+        if isinstance(error, msgspec.ValidationError) and in_body is not None:
+            # The error a decode of the body alone gives, the body as the root: not
+            # decoding the body again keeps the failure path as cheap as the decode.
+            text = f"{in_body['message']} - at `${in_body['rest']}`"
+        else:
+            try:
+                named.decoder.decode(envelope.body)
+            except msgspec.ValidationError as e:
+                text = str(e)
+            except (msgspec.DecodeError, UnicodeDecodeError) as e:
+                raise DecodeError(f"malformed message body: {e}") from None
+            else:  # pragma: no cover - each part decodes alone but not together
+                raise DecodeError("malformed header")
+        path, message = locate_validation_error(text, named.wire_type, envelope.body)
+        raise DecodeError(message, path.removeprefix("$")) from None
 
     def _check_head(self, head: Any, named: NamedType) -> None:
         # ``head``: an EnvelopeHead, or a whole envelope decoded in one pass (same fields).

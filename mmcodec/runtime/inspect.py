@@ -34,7 +34,7 @@ from mmcodec.runtime.codec import SchemaCodec
 from mmcodec.runtime.dtypes import BY_NAME
 from mmcodec.runtime.errors import DecodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
-from mmcodec.runtime.tensors import RunError, build_tensors
+from mmcodec.runtime.tensors import RunError, build_tensors, check_refs, check_runs
 from mmcodec.runtime.wire import (
     MAGIC,
     WIRE_VERSION,
@@ -106,9 +106,13 @@ def _describe(
         # The whole real decode: whatever it rejects, inspect rejects with its message.
         codec.decode(views, named.python_type, limits=limits)
     try:
-        tensors = build_tensors(envelope.tensors, envelope.refs, views, limits, False)
+        layouts, total = check_runs(envelope.tensors, views, limits)
     except RunError as e:
         raise DecodeError(e.message) from None
+    check_refs(envelope.refs, layouts, total, limits)
+    tensors = build_tensors(layouts, False)  # bounded: check_runs applied the limits
+    if envelope.refs:
+        tensors = [tensors[ref] for ref in envelope.refs]
     runs, positions = _runs(envelope)
     refs = envelope.refs
     if named is None:

@@ -26,6 +26,12 @@ class Limits:
 
     Independently of this limit, a message holds at most one tensor per byte of its
     header: every tensor is referenced from the header at least once."""
+    max_tensors: int = 1 << 16
+    """Tensors per message, empty ones included (65,536).
+
+    A tensor costs the receiver ~0.6-1 KB of memory however few bytes it takes on the wire
+    (an empty one takes none, and its reference 1-5 header bytes): this bounds that part
+    of a message's cost to ~60 MB. Realistic messages hold a few hundred."""
     max_ndim: int = 16
     """Dimensions of one tensor."""
 

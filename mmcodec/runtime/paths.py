@@ -1,16 +1,20 @@
 """Turn msgspec's wire paths (``$[1][0][2]``) into schema paths (``$.field.data[2]``).
 
-Only used when decoding has already failed, so it may be slow: it re-reads the
-message body untyped to learn which union variant each tag selected.
+Only used when decoding has already failed. It re-reads the message body untyped to
+learn which union variant each tag selected, and validates a mapping's values in one
+pass to find the failing key: no slower than the decode that failed.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated, Any, Union
 
 import msgspec
 import msgspec.inspect as mi
+
+from mmcodec.runtime.wire import ListNode, TupleNode
 
 _AT = re.compile(r"^(?P<message>.*) - at `(?P<path>\$.*)`$", re.DOTALL)
 _SEGMENT = re.compile(r"\[(\d+|\.\.\.)\]|\.(\w+)")
@@ -24,7 +28,7 @@ def locate_validation_error(text: str, wire_type: Any, raw: Any) -> tuple[str, s
     message, wire_path = match["message"], match["path"]
     try:
         value = msgspec.msgpack.decode(raw)
-        path = _translate(mi.type_info(wire_type), value, _SEGMENT.findall(wire_path[1:]))
+        path = _translate(_type_info(wire_type), value, _SEGMENT.findall(wire_path[1:]))
     except Exception:  # a best effort: fall back to the wire path
         path = None
     if path is None:
@@ -32,12 +36,55 @@ def locate_validation_error(text: str, wire_type: Any, raw: Any) -> tuple[str, s
     return path, message
 
 
-def _translate(info: mi.Type, value: Any, segments: list[tuple[str, str]]) -> str | None:
+def locate_wire_steps(wire_type: Any, value: Any, steps: list[int | Key]) -> str:
+    """The schema path of ``value[steps[0]][steps[1]]...``, ``value`` an untyped wire body
+    (list indices for arrays, :class:`Key` for mappings); the wire path if it cannot be
+    translated."""
+    segments: list[tuple[str, str] | Key] = [
+        step if isinstance(step, Key) else (str(step), "") for step in steps
+    ]
+    try:
+        path = _translate(_type_info(wire_type), value, segments)
+    except Exception:  # a best effort, as for decoding errors
+        path = None
+    if path is None:
+        return "$" + "".join(f"[{step!r}]" for step in steps) + " (wire path)"
+    return path
+
+
+class Key:
+    """A path step that names a mapping's key (msgspec's paths say ``[...]`` instead)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+    def __repr__(self) -> str:
+        return repr(self.key)
+
+
+@functools.lru_cache(maxsize=256)
+def _type_info(wire_type: Any) -> mi.Type:
+    """msgspec's view of a wire type: a few ms to build, so built once per type."""
+    return mi.type_info(wire_type)
+
+
+def _translate(
+    info: mi.Type, value: Any, segments: list[tuple[str, str]] | list[tuple[str, str] | Key]
+) -> str | None:
     out = "$"
-    for index_text, _name in segments:
-        while isinstance(info, mi.Metadata):
+    for segment in segments:
+        while isinstance(info, mi.Metadata):  # wire.NonNegative's marker, say
             info = info.type
         info = _resolve_union(info, value)
+        if isinstance(segment, Key):
+            if not isinstance(info, mi.DictType):
+                return None
+            out += f"[{segment.key!r}]"
+            info, value = info.value_type, value[segment.key]
+            continue
+        index_text = segment[0]
         if index_text == "..." and isinstance(info, mi.DictType) and isinstance(value, dict):
             # msgspec does not say which entry: find the first value that fails alone.
             key = _failing_key(info, value)
@@ -55,7 +102,8 @@ def _translate(info: mi.Type, value: Any, segments: list[tuple[str, str]]) -> st
                 out += ".<tag>"
                 return out
             field = info.fields[index - shift]
-            out += f".{field.name}"
+            if info.cls not in _NESTED_NODES:  # a list of nested tensors is its items
+                out += f".{field.name}"
             info, value = field.type, value[index]
         elif isinstance(info, (mi.ListType, mi.VarTupleType)):
             out += f"[{index}]"
@@ -96,15 +144,26 @@ def _resolve_union(info: mi.Type, value: Any) -> mi.Type:
 
 
 _NO_KEY = object()
+_NESTED_NODES = (ListNode, TupleNode)
+
+
+_FIRST_INDEX = re.compile(r"^\$\[(\d+)\]")
 
 
 def _failing_key(info: mi.DictType, entries: dict[Any, Any]) -> Any:
-    value_type = _python_type(info.value_type)
-    for key, item in entries.items():
-        try:
-            msgspec.convert(item, value_type)
-        except msgspec.ValidationError:
-            return key
+    """The key of the first entry whose value fails validation, found in one pass.
+
+    The values are validated as one list, so the cost is that of decoding them once
+    (converting entry by entry would build msgspec's view of the type once per entry).
+    """
+    values = list(entries.values())
+    try:
+        msgspec.convert(values, list[_python_type(info.value_type)])  # type: ignore[misc]
+    except msgspec.ValidationError as e:
+        match = _AT.match(str(e))
+        index = _FIRST_INDEX.match(match["path"]) if match else None
+        if index is not None:
+            return list(entries)[int(index[1])]
     return _NO_KEY
 
 

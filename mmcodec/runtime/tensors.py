@@ -12,7 +12,9 @@ anything, then builds each run with one numpy view and one torch call.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
+import itertools
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
@@ -23,7 +25,7 @@ import torch
 
 from mmcodec.runtime.dtypes import BY_NAME, BY_TORCH, DtypeInfo
 from mmcodec.runtime.errors import DecodeError, EncodeError
-from mmcodec.runtime.limits import Limits
+from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 from mmcodec.runtime.wire import TensorRun
 
 Frame = memoryview
@@ -135,13 +137,24 @@ def _normalize(t: torch.Tensor) -> tuple[torch.Tensor, DtypeInfo]:
 
 
 def plan_payloads(
-    tensors: Sequence[torch.Tensor], inline_threshold: int
+    tensors: Sequence[torch.Tensor], inline_threshold: int, limits: Limits = DEFAULT_LIMITS
 ) -> tuple[list[TensorRun], list[int], list[Frame]]:
     """Lay tensors out as runs and frames. Returns (runs, refs, frames after the header).
+
+    What a receiver with ``limits`` checks of the tensors, this checks first (as a
+    :class:`TensorEncodeError` naming the tensor): their number, their dimensions, and
+    that bool payloads hold only 0 and 1. Per run, not per tensor, where it can.
 
     This runs once per distinct tensor, so it reads each tensor's metadata once and
     keeps per-tensor work to plain tuples (torch attribute reads cost ~50 ns each).
     """
+    most = min(limits.max_tensors, limits.max_elements)
+    if len(tensors) > most:
+        name = "max_tensors" if most == limits.max_tensors else "max_elements"
+        raise TensorEncodeError(
+            f"a message of more than {most} tensors exceeds the receiver's limit ({name})",
+            most,
+        )
     # 1. Group by (storage address, dtype): the candidates for runs.
     groups: dict[tuple[int, str], list[tuple[int, int, torch.Tensor, torch.Size]]] = {}
     for ref, t in enumerate(tensors):
@@ -169,7 +182,7 @@ def plan_payloads(
             members.append((t.data_ptr() - base, ref, t, shape))
 
     if len(groups) == len(tensors) and len({base for base, _ in groups}) == len(groups):
-        return _one_run_per_tensor(groups, inline_threshold)
+        return _one_run_per_tensor(groups, inline_threshold, limits.max_ndim)
 
     # 2. Split each group into runs of back-to-back tensors; equal placement = one tensor.
     runs: list[_Run] = []
@@ -222,6 +235,10 @@ def plan_payloads(
                 region, end = [run], run.end
         _place_region(region, inline_threshold, frames)
 
+    max_ndim = limits.max_ndim
+    for run in runs:
+        if len(run.shape) > max_ndim or run.info is _BOOL:
+            _check_leaf(run.members, run.info, max_ndim)
     wire_runs = [
         TensorRun(run.info.name, list(run.shape), run.data, run.offset, len(run.members))
         for run in runs
@@ -232,6 +249,7 @@ def plan_payloads(
 def _one_run_per_tensor(
     groups: dict[tuple[int, str], list[tuple[int, int, torch.Tensor, torch.Size]]],
     inline_threshold: int,
+    max_ndim: int,
 ) -> tuple[list[TensorRun], list[int], list[Frame]]:
     """The common case of large payloads: every tensor has a storage of its own.
 
@@ -240,8 +258,11 @@ def _one_run_per_tensor(
     """
     runs: list[TensorRun] = []
     frames: list[Frame] = []
-    for (_, name), ((start, _, tensor, shape),) in groups.items():
+    for (_, name), members in groups.items():
+        ((start, _, tensor, shape),) = members
         info = BY_NAME[name]
+        if len(shape) > max_ndim or info is _BOOL:
+            _check_leaf(members, info, max_ndim)
         nbytes = info.itemsize * _numel(shape)
         if nbytes < inline_threshold:
             runs.append(TensorRun(name, list(shape), _inline_bytes(tensor, start, nbytes)))
@@ -249,6 +270,24 @@ def _one_run_per_tensor(
             frames.append(_byte_view(tensor, start, nbytes))
             runs.append(TensorRun(name, list(shape), len(frames)))
     return runs, [], frames
+
+
+_BOOL = BY_NAME["bool"]
+
+
+def _check_leaf(
+    members: list[tuple[int, int, torch.Tensor, torch.Size]], info: DtypeInfo, max_ndim: int
+) -> None:
+    """Fail, naming the first bad tensor of a run, where a receiver's decoder would."""
+    shape = members[0][3]
+    if len(shape) > max_ndim:
+        raise TensorEncodeError(
+            f"{len(shape)} dimensions exceed the receiver's limit of {max_ndim} (max_ndim)",
+            min(member[1] for member in members),
+        )
+    bad = [ref for _, ref, tensor, _ in members if bool(tensor.view(torch.uint8).gt(1).any())]
+    if bad:  # possible: torch lets any byte be viewed as a bool
+        raise TensorEncodeError("bool tensor holds a byte other than 0 and 1", min(bad))
 
 
 class _Run:
@@ -419,14 +458,80 @@ class _Diagnose:
 _PLACEHOLDER = torch.empty(0)
 
 
-def build_tensors(
-    runs: list[TensorRun],
-    refs: list[int],
-    frames: Sequence[memoryview],
-    limits: Limits,
-    copy: bool,
-) -> list[torch.Tensor]:
-    """Validate every run against the frames, then build the tensors they hold.
+class DryContext(DecodeContext):
+    """A rebuild with stand-ins (of the right dtype and shape) that records which tensors
+    the body uses, before any is built.
+
+    A large message builds only those: tensors that no value of the body reaches (declared
+    by a header padded to afford them, or held by fields this older decoder does not know)
+    cost nothing. :attr:`reached` holds, per position among the runs' tensors, 1 if used.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, layouts: list[Layout], refs: list[int], total: int, limits: Limits) -> None:
+        super().__init__(_Reach(layouts, refs, total), limits)  # type: ignore[arg-type]
+
+    @property
+    def reached(self) -> bytearray:
+        return self.tensors.reached  # type: ignore[attr-defined, no-any-return]
+
+
+class _Reach:
+    """Stands in for the tensor list: returns a stand-in and records the position used."""
+
+    def __init__(self, layouts: list[Layout], refs: list[int], total: int) -> None:
+        self.positions: list[int] | range = refs or range(total)
+        self.starts: list[int] = []  # per run, the position of its first tensor
+        self.stand_ins: list[torch.Tensor] = []  # per run (not per tensor: memory)
+        start = 0
+        for layout in layouts:
+            self.starts.append(start)
+            start += layout.count
+            stand_in = torch.zeros((), dtype=layout.info.torch_dtype).expand(layout.shape)
+            self.stand_ins.append(stand_in)
+        self.reached = bytearray(total)
+
+    def __getitem__(self, ref: int) -> torch.Tensor:
+        position = self.positions[ref]  # IndexError: the caller reports the bad reference
+        self.reached[position] = 1
+        return self.stand_ins[bisect.bisect_right(self.starts, position) - 1]
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+
+class Layout:
+    """A run that passed every check: what building its tensors needs, and nothing else."""
+
+    __slots__ = ("array_shape", "buffer", "count", "info", "offset", "shape")
+
+    def __init__(
+        self,
+        info: DtypeInfo,
+        shape: tuple[int, ...],
+        count: int,
+        buffer: memoryview,
+        offset: int,
+    ) -> None:
+        self.info = info
+        self.shape = shape
+        self.count = count
+        self.array_shape = shape if count == 1 else (count, *shape)
+        self.buffer = buffer
+        self.offset = offset
+
+
+EAGER_TENSORS = 1024
+"""Messages of at most this many tensors build them all; larger ones first rebuild their body
+with a :class:`DryContext` and build only the tensors it uses. So a message holds at most 1,024
+tensors (about 1 MB, a few ms) that no value uses, and never more than one per header byte."""
+
+
+def check_runs(
+    runs: list[TensorRun], frames: Sequence[memoryview], limits: Limits
+) -> tuple[list[Layout], int]:
+    """Validate every run against the frames, building nothing. Returns (layouts, tensors).
 
     ``frames`` are byte-format memoryviews, the header first. Raises ``RunError``
     for a bad run (so the caller can find the path of a value that uses it) and
@@ -434,46 +539,121 @@ def build_tensors(
     """
     n_frames = len(frames)
     used = [False] * n_frames
-    out: list[torch.Tensor] = []
+    layouts: list[Layout] = []
+    total = 0
     # Every tensor is referenced from the header by at least one byte (a bare int in the
     # body, or an entry of the refs table), so a header of n bytes holds at most n
-    # tensors: a few bytes cannot ask for a million empty tensors.
-    max_tensors = min(limits.max_elements, frames[0].nbytes)
+    # tensors: a few bytes cannot ask for a million empty tensors. That every one is
+    # in fact referenced is checked before (or, for small messages, while) they are used.
+    max_tensors = min(limits.max_tensors, limits.max_elements, frames[0].nbytes)
     for index, run in enumerate(runs):
-        first = len(out)
-        room = max_tensors - first
+        room = max_tensors - total
         try:
-            built = _build_run(run, frames, used, limits, copy, room)
+            layout = _check_run(run, frames, used, limits, room)
         except RunError as e:
-            e.first = first
+            e.first = total
             # A run whose count is itself bad claims every position after it.
-            e.last = first + e.count - 1 if 1 <= e.count <= room else 1 << 63
+            e.last = total + e.count - 1 if 1 <= e.count <= room else 1 << 63
             e.message = f"{e.message} (tensor run {index})"
             raise
-        if type(built) is tuple:
-            out.extend(built)
-        else:
-            out.append(built)  # type: ignore[arg-type]
+        layouts.append(layout)
+        total += layout.count
     for number in range(1, n_frames):
         if not used[number]:
             raise DecodeError(f"frame {number} is not referenced by any tensor")
+    return layouts, total
+
+
+def check_refs(refs: list[int], layouts: list[Layout], total: int, limits: Limits) -> int:
+    """Check the reference table; return the number of tensor references the body may use."""
     if not refs:
-        return out
-    n = len(out)
-    if min(refs) < 0 or max(refs) >= n:  # two C loops instead of one check per entry
-        bad = next(ref for ref in refs if not 0 <= ref < n)
-        raise DecodeError(f"tensor reference table points at tensor {bad} ({n} tensors)")
-    return [out[ref] for ref in refs]
+        return total
+    if len(refs) > limits.max_elements:
+        raise DecodeError(
+            f"tensor reference table of {len(refs)} entries exceeds the limit of "
+            f"{limits.max_elements}"
+        )
+    if min(refs) < 0 or max(refs) >= total:  # two C loops instead of one check per entry
+        bad = next(ref for ref in refs if not 0 <= ref < total)
+        raise DecodeError(f"tensor reference table points at tensor {bad} ({total} tensors)")
+    if len(set(refs)) != total:
+        seen = set(refs)
+        missing = next(position for position in range(total) if position not in seen)
+        raise DecodeError(
+            f"no entry of the tensor reference table points at tensor {missing} "
+            f"(tensor run {_run_of(layouts, missing)})"
+        )
+    return len(refs)
 
 
-def _build_run(
+def _run_of(layouts: list[Layout], position: int) -> int:
+    end = 0
+    for index, layout in enumerate(layouts):
+        end += layout.count
+        if position < end:
+            return index
+    return len(layouts)  # pragma: no cover - positions are in range
+
+
+def build_tensors(
+    layouts: list[Layout], copy: bool, reached: bytearray | None = None
+) -> list[torch.Tensor]:
+    """The tensors of checked runs: one numpy view and one torch call per run.
+
+    With ``reached`` (see :class:`DryContext`), only the tensors at positions marked there
+    are built; the others' places hold a placeholder that no value of the body uses.
+    """
+    out: list[torch.Tensor] = []
+    for layout in layouts:
+        count = layout.count
+        if reached is not None:
+            start = len(out)
+            used = reached.count(1, start, start + count)
+            if used < count:
+                _build_some(layout, copy, reached, start, out)
+                continue
+        tensor = _build(layout, layout.array_shape, layout.offset, copy)
+        if count == 1:
+            out.append(tensor)
+        else:
+            out.extend(tensor.unbind(0))
+    return out
+
+
+def _build(layout: Layout, shape: tuple[int, ...], offset: int, copy: bool) -> torch.Tensor:
+    info = layout.info
+    array = np.ndarray(shape, info.numpy_carrier, layout.buffer, offset)
+    if copy or not array.flags.aligned or (info.name in _OVER_ALIGNED and _misaligned(array, info)):
+        array = array.copy()  # copy=True, or a transport that handed us unaligned bytes
+    tensor = torch.from_numpy(array)
+    if info.needs_view:
+        tensor = tensor.view(info.torch_dtype)
+    return tensor
+
+
+def _build_some(
+    layout: Layout, copy: bool, reached: bytearray, start: int, out: list[torch.Tensor]
+) -> None:
+    """A run the body uses only in part: one view per tensor used, a placeholder for the rest."""
+    nbytes = layout.info.itemsize
+    for dim in layout.shape:
+        nbytes *= dim
+    end = start + layout.count
+    position = reached.find(1, start, end)
+    while position >= 0:
+        out.extend(itertools.repeat(_PLACEHOLDER, position - len(out)))
+        out.append(_build(layout, layout.shape, layout.offset + (position - start) * nbytes, copy))
+        position = reached.find(1, position + 1, end)
+    out.extend(itertools.repeat(_PLACEHOLDER, end - len(out)))
+
+
+def _check_run(
     run: TensorRun,
     frames: Sequence[memoryview],
     used: list[bool],
     limits: Limits,
-    copy: bool,
     room: int,
-) -> torch.Tensor | tuple[torch.Tensor, ...]:
+) -> Layout:
     count = run.count
     info = BY_NAME.get(run.dtype)
     if info is None:
@@ -481,7 +661,7 @@ def _build_run(
     if not 1 <= count <= limits.max_elements or count > room:
         raise RunError(
             f"tensor count {count} outside 1..{room} (a message holds at most "
-            "max_elements tensors, and one per byte of its header)",
+            "max_tensors and max_elements tensors, and one per byte of its header)",
             count,
         )
     shape = run.shape
@@ -522,17 +702,7 @@ def _build_run(
             )
     if info.name == "bool" and nbytes and _has_non_boolean_byte(buffer, offset, nbytes):
         raise RunError("bool payload holds a byte other than 0 and 1", count)
-
-    array_shape = tuple(shape) if count == 1 else (count, *shape)
-    array = np.ndarray(array_shape, info.numpy_carrier, buffer, offset)
-    if copy or not array.flags.aligned or (info.name in _OVER_ALIGNED and _misaligned(array, info)):
-        array = array.copy()  # copy=True, or a transport that handed us unaligned bytes
-    tensor = torch.from_numpy(array)
-    if info.needs_view:
-        tensor = tensor.view(info.torch_dtype)
-    if count == 1:
-        return tensor
-    return tensor.unbind(0)
+    return Layout(info, tuple(shape), count, buffer, offset)
 
 
 _OVER_ALIGNED = frozenset({"complex64", "complex128"})

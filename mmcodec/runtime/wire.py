@@ -32,7 +32,7 @@ class EnvelopeHead(msgspec.Struct, array_like=True, gc=False, frozen=True):
     root: str
 
 
-class TensorRun(msgspec.Struct, array_like=True, gc=False, frozen=True):
+class TensorRun(msgspec.Struct, array_like=True, gc=False, frozen=True, forbid_unknown_fields=True):
     """``count`` tensors of one dtype and shape, laid back to back in one payload.
 
     A single tensor is a run of one (``[dtype, shape, data]`` with the defaults left
@@ -49,7 +49,11 @@ class TensorRun(msgspec.Struct, array_like=True, gc=False, frozen=True):
     count: int = 1
 
 
-class Envelope(msgspec.Struct, array_like=True, gc=False, frozen=True):
+class Envelope(msgspec.Struct, array_like=True, gc=False, frozen=True, forbid_unknown_fields=True):
+    """A whole header. The wire version defines every entry of the envelope and of its
+    tensor runs: a trailing entry is an error, not something to skip (it would be bytes
+    that nothing uses; the body's own structs, which evolve, skip unknown trailing fields)."""
+
     magic: str
     wire_version: int
     schema: str
@@ -73,7 +77,13 @@ def typed_envelope(name: str, body_type: object) -> type[msgspec.Struct]:
         for field in msgspec.structs.fields(Envelope)
     ]
     return msgspec.defstruct(
-        f"Envelope_{name}", fields, array_like=True, gc=False, frozen=True, module=__name__
+        f"Envelope_{name}",
+        fields,
+        array_like=True,
+        gc=False,
+        frozen=True,
+        forbid_unknown_fields=True,
+        module=__name__,
     )
 
 

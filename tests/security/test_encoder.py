@@ -242,3 +242,120 @@ def test_encoder_rejects_what_the_decoder_would(value: Any, path: str) -> None:
     with pytest.raises(mm.EncodeError) as info:
         mm.encode(value)
     assert info.value.path == path
+
+
+# -- the sender checks the receiver's limits (issue 13.8) -------------------------------------
+
+PIXELS = "$['image'][0]['pixel_values'].data"
+CODEC = mm._CODEC  # the schema codec behind mm.encode: takes the limits a receiver will use
+
+
+def _encode_error(value: Any, limits: mm.Limits = mm.DEFAULT_LIMITS) -> mm.EncodeError:
+    with pytest.raises(mm.EncodeError) as info:
+        CODEC.encode(value, limits=limits)
+    assert type(info.value) is mm.EncodeError
+    return info.value
+
+
+def test_a_tensor_of_more_dimensions_than_a_default_receiver_takes_is_an_encode_error() -> None:
+    # It was sent, and a receiver with default limits rejected it.
+    error = _encode_error(_item([torch.zeros(1), torch.zeros([1] * 17)]))
+    assert (error.path, error.message) == (
+        PIXELS + "[1]",
+        "17 dimensions exceed the receiver's limit of 16 (max_ndim)",
+    )
+    with pytest.raises(mm.EncodeError, match=r"^\$\['image'\]\[0\]\['pixel_values'\]\.data: 17"):
+        mm.encode(_item(torch.zeros([1] * 17)))
+    assert mm.decode(mm.encode(_item(torch.zeros([1] * 16))), mm.MultiModalKwargsItems)
+
+
+def test_dimensions_of_views_in_one_run_are_checked_once_and_named() -> None:
+    batch = torch.zeros([4] + [1] * 16)
+    error = _encode_error(_item(list(batch.unbind(0))), mm.Limits(max_ndim=15))
+    assert (error.path, error.message) == (
+        PIXELS + "[0]",
+        "16 dimensions exceed the receiver's limit of 15 (max_ndim)",
+    )
+
+
+def test_a_bool_tensor_holding_other_bytes_is_an_encode_error() -> None:
+    mask = torch.tensor([0, 1, 2, 1], dtype=torch.uint8).view(torch.bool)
+    error = _encode_error(_item([torch.ones(2, dtype=torch.bool), mask]))
+    assert (error.path, error.message) == (
+        PIXELS + "[1]",
+        "bool tensor holds a byte other than 0 and 1",
+    )
+    rows = torch.tensor([[0, 1], [1, 0], [3, 0]], dtype=torch.uint8).view(torch.bool)
+    error = _encode_error(_item(list(rows.unbind(0))))  # one run of three views
+    assert error.path == PIXELS + "[2]"
+
+
+def test_more_tensors_than_max_elements_is_an_encode_error() -> None:
+    error = _encode_error(_item([torch.zeros(1) for _ in range(4)]), mm.Limits(max_elements=3))
+    assert (error.path, error.message) == (
+        PIXELS + "[3]",
+        "a message of more than 3 tensors exceeds the receiver's limit (max_elements)",
+    )
+
+
+def test_more_tensors_than_max_tensors_is_an_encode_error() -> None:
+    value = _item([torch.zeros(1) for _ in range(6)])
+    error = _encode_error(value, mm.Limits(max_tensors=5))
+    assert (error.path, error.message) == (
+        PIXELS + "[5]",
+        "a message of more than 5 tensors exceeds the receiver's limit (max_tensors)",
+    )
+    assert same(mm.decode(mm.encode(value), mm.MultiModalKwargsItems), value)  # 65,536 by default
+    with pytest.raises(mm.DecodeError, match=r"\[5\]: tensor count 1 outside 1\.\.0"):
+        mm.decode(mm.encode(value), mm.MultiModalKwargsItems, limits=mm.Limits(max_tensors=5))
+
+
+def test_a_container_longer_than_max_elements_is_an_encode_error() -> None:
+    items = mm.MultiModalKwargsItems({"image": [None] * 5})
+    error = _encode_error(items, mm.Limits(max_elements=4))
+    assert (error.path, error.message) == (
+        "$['image']",
+        "5 elements exceed the receiver's limit of 4 (max_elements)",
+    )
+    error = _encode_error(_item([0] * 5), mm.Limits(max_elements=4))
+    assert error.path == PIXELS
+
+
+def test_frame_limits_are_checked_by_the_sender() -> None:
+    big = _item([torch.zeros(1024), torch.ones(1024)])  # two payload frames
+    assert len(mm.encode(big)) == 3
+    error = _encode_error(big, mm.Limits(max_frames=2))
+    assert error.message == "3 frames exceed the receiver's limit of 2 (max_frames)"
+    error = _encode_error(big, mm.Limits(max_header_bytes=64))
+    assert error.message.startswith("header of ")
+    assert error.message.endswith("bytes exceeds the receiver's limit of 64 (max_header_bytes)")
+    error = _encode_error(big, mm.Limits(max_total_bytes=8192))
+    assert error.message.endswith("bytes exceed the receiver's limit of 8192 (max_total_bytes)")
+    # The single buffer adds a frame table and alignment: its own size is what counts.
+    frames_bytes = sum(frame.nbytes for frame in mm.encode(big))
+    buffer_bytes = len(mm.encode_bytes(big))
+    assert frames_bytes < buffer_bytes
+    with pytest.raises(mm.EncodeError, match=f"^\\$: buffer of {buffer_bytes} bytes exceeds"):
+        CODEC.encode_bytes(big, limits=mm.Limits(max_total_bytes=frames_bytes))
+
+
+LIMITS = [
+    mm.DEFAULT_LIMITS,
+    mm.Limits(max_elements=3, max_depth=2, max_ndim=2),
+    mm.Limits(max_frames=2, max_total_bytes=4096, max_header_bytes=300),
+    mm.Limits(max_elements=5, max_ndim=1, max_frames=3),
+]
+
+
+@pytest.mark.parametrize("limits", LIMITS, ids=range(len(LIMITS)))
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_what_the_sender_sends_a_receiver_with_the_same_limits_takes(
+    name: str, limits: mm.Limits
+) -> None:
+    tp, make = SAMPLES[name]
+    try:
+        frames = CODEC.encode(make(), limits=limits)
+    except mm.EncodeError:
+        return
+    assert same(mm.decode(frames, tp, limits=limits), make())
+    assert same(mm.decode_bytes(CODEC.encode_bytes(make()), tp, limits=limits), make())

@@ -11,30 +11,50 @@ Every case starts from one of the valid messages in ``samples.SAMPLES`` and muta
   shape, frame index, offset, count), the reference table and back-references to shared
   union and struct values;
 - the single buffer of ``decode_bytes``: bytes and frame-table entries;
-- payload bytes only, where the message must still decode to the same structure.
+- payload bytes only, where the message must still decode to the same structure;
+- generic, coordinate-free mutations of the frames' bytes: a pattern replaced wherever
+  it occurs, a slice repeated or duplicated elsewhere, slices swapped or reversed, a
+  splice with another sample's header;
+- amplification by padding: a run declaring thousands of (empty) tensors beside padding
+  that buys room for them in the header (an extra envelope entry, a long key, an unknown
+  trailing field of a body struct, extra run entries);
+- per-limit probes: each ``Limits`` field set to a bound and a message measuring just
+  under, at and just over it (the decoder takes it exactly when it is within the bound,
+  and the encoder, given the same limits, refuses exactly what the decoder would).
 
 The oracle: decoding either raises ``DecodeError`` (exactly that class, with a path and a
 message from a deliberate check, not the catch-all ``rejected (...)``), or returns a
 well-typed value of the schema that survives an encode/decode round trip unchanged.
-Nothing else may escape; each test runs under a timeout and a peak-RSS bound.
+Nothing else may escape; each test runs under a timeout and a peak-RSS bound, and each
+decode's peak traced allocation is bounded per input byte (:data:`BYTES_PER_BYTE`).
 
-Cases: ``MMCODEC_FUZZ_EXAMPLES`` in all (default 2,000, the ``make test`` run; ``make fuzz``
-sets 100,000), split between the four tests by the shares below.
+Every judged decode is timed, and re-run under ``tracemalloc``; the most expensive case
+per input byte is printed at the end of the run (and written as JSON to
+``MMCODEC_FUZZ_COST_FILE`` when that is set): see docs/security.md.
+
+Cases: ``MMCODEC_FUZZ_EXAMPLES`` in all (default 10,000, the ``make test`` run; ``make fuzz``
+sets 100,000), split between the tests by the shares below.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import gc
 import os
 import resource
 import struct
+import time
+import tracemalloc
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 import msgspec
 import numpy as np
 import pytest
+import torch
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
@@ -51,11 +71,27 @@ from tests.security.samples import (
     same,
 )
 
-EXAMPLES = int(os.environ.get("MMCODEC_FUZZ_EXAMPLES", "2000"))
-SHARES = {"frames": 0.35, "structure": 0.35, "buffer": 0.15, "payload": 0.15}
+EXAMPLES = int(os.environ.get("MMCODEC_FUZZ_EXAMPLES", "10000"))
+SHARES = {
+    "frames": 0.28,
+    "structure": 0.28,
+    "buffer": 0.12,
+    "payload": 0.12,
+    "generic": 0.1,
+    "padding": 0.06,
+    "limits": 0.04,
+}
 SECONDS_PER_CASE = 0.05
 """Generous: a case takes a few milliseconds. Only the timeout uses it."""
 RSS_GROWTH_LIMIT = 512 << 20
+BYTES_PER_BYTE = 64
+FIXED_BYTES = 1 << 20
+"""A decode may allocate at most ``BYTES_PER_BYTE`` per input byte, plus ``FIXED_BYTES``
+(traced by ``tracemalloc``; payload frames are views, so most inputs allocate far less)."""
+SMALL_INPUT = 1024
+"""Per-byte costs are reported for inputs of at least this many bytes (below it, the fixed
+cost of a call dominates any ratio), and again for inputs of at least ``LARGE_INPUT``."""
+LARGE_INPUT = 64 << 10
 
 
 def _settings(share: str) -> settings:
@@ -112,13 +148,166 @@ LIMITS = [
     mm.Limits(max_frames=2, max_total_bytes=4096, max_header_bytes=300),
 ]
 
+# -- the cost of each case ---------------------------------------------------------------------
+
+
+@dataclass
+class Worst:
+    """The most expensive case seen, by one measure."""
+
+    per_byte: float = 0.0
+    value: float = 0.0
+    size: int = 0
+    test: str = ""
+
+
+@dataclass
+class Costs:
+    """What the fuzzer measured: per-byte and absolute worst time and peak allocation."""
+
+    cases: dict[str, int] = field(default_factory=dict)
+    seconds: Worst = field(default_factory=Worst)
+    peak: Worst = field(default_factory=Worst)
+    large_seconds: Worst = field(default_factory=Worst)
+    large_peak: Worst = field(default_factory=Worst)
+    max_seconds: Worst = field(default_factory=Worst)
+    max_peak: Worst = field(default_factory=Worst)
+
+    def record(self, test: str, size: int, seconds: float, peak: int) -> None:
+        self.cases[test] = self.cases.get(test, 0) + 1
+        if size >= SMALL_INPUT:
+            if seconds / size > self.seconds.per_byte:
+                self.seconds = Worst(seconds / size, seconds, size, test)
+            if peak / size > self.peak.per_byte:
+                self.peak = Worst(peak / size, peak, size, test)
+        if size >= LARGE_INPUT:
+            if seconds / size > self.large_seconds.per_byte:
+                self.large_seconds = Worst(seconds / size, seconds, size, test)
+            if peak / size > self.large_peak.per_byte:
+                self.large_peak = Worst(peak / size, peak, size, test)
+        if seconds > self.max_seconds.value:
+            self.max_seconds = Worst(seconds / max(size, 1), seconds, size, test)
+        if peak > self.max_peak.value:
+            self.max_peak = Worst(peak / max(size, 1), peak, size, test)
+
+    def summary(self) -> list[str]:
+        total = sum(self.cases.values())
+        by_test = ", ".join(f"{name} {count:,}" for name, count in sorted(self.cases.items()))
+        ms, mp = self.max_seconds, self.max_peak
+        lines = [f"fuzz cases judged: {total:,} ({by_test})"]
+        for least, s, p in (
+            (SMALL_INPUT, self.seconds, self.peak),
+            (LARGE_INPUT, self.large_seconds, self.large_peak),
+        ):
+            lines += [
+                f"worst time per input byte (inputs >= {least:,} B): {s.per_byte * 1e6:.3f} us/B "
+                f"({s.value * 1e3:.2f} ms for {s.size:,} B, {s.test})",
+                f"worst peak allocation per input byte (inputs >= {least:,} B): "
+                f"{p.per_byte:.1f} B/B ({p.value / 1e6:.2f} MB for {p.size:,} B, {p.test})",
+            ]
+        return [
+            *lines,
+            f"slowest case: {ms.value * 1e3:.2f} ms for {ms.size:,} B ({ms.test}); largest peak: "
+            f"{mp.value / 1e6:.2f} MB for {mp.size:,} B ({mp.test})",
+        ]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "cases": self.cases,
+            "seconds_per_byte": vars(self.seconds),
+            "peak_bytes_per_byte": vars(self.peak),
+            "seconds_per_byte_large": vars(self.large_seconds),
+            "peak_bytes_per_byte_large": vars(self.large_peak),
+            "slowest": vars(self.max_seconds),
+            "largest_peak": vars(self.max_peak),
+        }
+
+
+COSTS = Costs()
+"""Filled by :func:`judge` over the whole run; printed by ``tests/security/conftest.py``."""
+
+
+def input_size(given: Any) -> int:
+    """Bytes of a decode's input: the frames' lengths, or the buffer's."""
+    if isinstance(given, (list, tuple)):
+        return sum(_size_of(frame) for frame in given)
+    return _size_of(given)
+
+
+def _size_of(frame: Any) -> int:
+    try:
+        return memoryview(frame).nbytes
+    except TypeError:
+        return len(frame) if isinstance(frame, str) else 0
+
+
+def measured(decode: Callable[[], Any], size: int) -> Callable[[], Any]:
+    """``decode``, timed and then re-run under tracemalloc; the costs go to :data:`COSTS`,
+    and the peak must stay within ``BYTES_PER_BYTE * size + FIXED_BYTES``."""
+
+    def run() -> Any:
+        start = time.perf_counter()
+        try:
+            return decode()
+        finally:
+            seconds = time.perf_counter() - start
+            if size >= SMALL_INPUT and seconds / size > min(
+                COSTS.seconds.per_byte,
+                COSTS.large_seconds.per_byte if size >= LARGE_INPUT else float("inf"),
+            ):
+                seconds = min(seconds, _retimed(decode))  # a new worst: not a scheduler hiccup
+            tracemalloc.start()
+            try:
+                with contextlib.suppress(mm.DecodeError):
+                    decode()
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            COSTS.record(_current_test(), size, seconds, peak)
+            assert peak <= BYTES_PER_BYTE * size + FIXED_BYTES, (
+                f"a decode of {size} bytes allocated {peak} bytes at peak"
+            )
+
+    return run
+
+
+def _retimed(decode: Callable[[], Any], times: int = 3) -> float:
+    """The fastest of a few more runs, with the collector paused (a collection of the
+    fuzzer's own heap would otherwise be charged to the case it happened in)."""
+    best = float("inf")
+    gc.disable()
+    try:
+        for _ in range(times):
+            start = time.perf_counter()
+            with contextlib.suppress(mm.DecodeError):
+                decode()
+            best = min(best, time.perf_counter() - start)
+    finally:
+        gc.enable()
+    return best
+
+
+def _current_test() -> str:
+    name = os.environ.get("PYTEST_CURRENT_TEST", "?")
+    return name.split("::")[-1].split(" ")[0].removeprefix("test_fuzz_")
+
+
 # -- the oracle -----------------------------------------------------------------------------
 
 
 def judge(
-    decode: Callable[[], Any], sample: Sample, *, payload_only: bool = False, bools: bool = False
+    decode: Callable[[], Any],
+    sample: Sample,
+    *,
+    payload_only: bool = False,
+    bools: bool = False,
+    size: int | None = None,
 ) -> None:
-    """The decode either fails with a deliberate DecodeError or yields a correct value."""
+    """The decode either fails with a deliberate DecodeError or yields a correct value.
+
+    With ``size`` (the input's bytes), the decode's cost is measured and bounded."""
+    if size is not None:
+        decode = measured(decode, size)
     try:
         result = decode()
     except mm.DecodeError as error:
@@ -449,7 +638,7 @@ def test_fuzz_frames(data: st.DataObject) -> None:
     for _ in range(data.draw(st.integers(1, 4), label="mutations")):
         frames = _mutate_frames(data, frames)
     options = _options(data)
-    judge(lambda: mm.decode(frames, sample.tp, **options), sample)
+    judge(lambda: mm.decode(frames, sample.tp, **options), sample, size=input_size(frames))
 
 
 @_timeout("structure")
@@ -464,7 +653,7 @@ def test_fuzz_structure(data: st.DataObject) -> None:
         envelope = _mutate_tree(data, envelope, len(sample.frames))
     frames = [msgspec.msgpack.encode(envelope), *sample.frames[1:]]
     options = _options(data)
-    judge(lambda: mm.decode(frames, sample.tp, **options), sample)
+    judge(lambda: mm.decode(frames, sample.tp, **options), sample, size=input_size(frames))
 
 
 _TABLE_FIELDS = struct.Struct("<4sIQ")
@@ -501,7 +690,11 @@ def test_fuzz_buffer(data: st.DataObject) -> None:
     elif kind == "numpy":
         given_buffer = np.frombuffer(buffer, np.uint8)
     options = _options(data)
-    judge(lambda: mm.decode_bytes(given_buffer, sample.tp, **options), sample)
+    judge(
+        lambda: mm.decode_bytes(given_buffer, sample.tp, **options),
+        sample,
+        size=input_size(given_buffer),
+    )
 
 
 @_timeout("payload")
@@ -525,7 +718,179 @@ def test_fuzz_payload(data: st.DataObject) -> None:
         sample,
         payload_only=True,
         bools=bool(touched & sample.bool_frames),
+        size=input_size(frames),
     )
+
+
+# -- generic, coordinate-free mutations ----------------------------------------------------------
+
+
+def _generic(data: st.DataObject, blob: bytes, other: bytes) -> bytes:
+    """One mutation that knows nothing of the format: no offsets into a structure."""
+    size = len(blob)
+    kind = data.draw(
+        st.sampled_from(["replace", "repeat", "duplicate", "swap", "reverse", "splice"]),
+        label="generic",
+    )
+    if kind == "replace" and size:
+        # Every occurrence of a pattern taken from the blob itself, replaced.
+        at = data.draw(st.integers(0, size - 1), label="at")
+        pattern = blob[at : at + data.draw(st.integers(1, 3), label="width")]
+        with_ = data.draw(st.one_of(st.binary(max_size=4), st.sampled_from(MARKERS)), label="by")
+        return blob.replace(pattern, with_)
+    a, b = sorted(data.draw(st.lists(st.integers(0, size), min_size=2, max_size=2), label="ab"))
+    if kind == "repeat":
+        times = data.draw(st.sampled_from([2, 3, 16, 1000]), label="times")
+        return blob[:a] + blob[a:b] * times + blob[b:]
+    if kind == "duplicate":
+        to = data.draw(st.integers(0, size), label="to")
+        return blob[:to] + blob[a:b] + blob[to:]
+    if kind == "swap":
+        c = data.draw(st.integers(b, size), label="c")
+        return blob[:a] + blob[b:c] + blob[a:b] + blob[c:]
+    if kind == "reverse":
+        return blob[:a] + blob[a:b][::-1] + blob[b:]
+    # splice: this blob's head, another sample's tail
+    cut = data.draw(st.integers(0, len(other)), label="cut")
+    return blob[:a] + other[cut:]
+
+
+@_timeout("generic")
+@settings(_settings("generic"))
+@given(st.data())
+def test_fuzz_generic(data: st.DataObject) -> None:
+    sample, other = _pick(data), _pick(data)
+    frames: list[Any] = list(sample.frames)
+    for _ in range(data.draw(st.integers(1, 3), label="mutations")):
+        index = _frame_index(data, frames)
+        frames[index] = _generic(data, frames[index], other.frames[0])
+    options = _options(data)
+    judge(lambda: mm.decode(frames, sample.tp, **options), sample, size=input_size(frames))
+
+
+# -- amplification by padding ------------------------------------------------------------------
+
+COUNTS = [2, 1_000, 1_024, 1_025, 4_000, 20_000]
+
+
+def _padding(data: st.DataObject, count: int) -> bytes:
+    return bytes(data.draw(st.integers(0, 255), label="byte")) * data.draw(
+        st.sampled_from([0, count // 2, count, count + 64]), label="padding"
+    )
+
+
+@_timeout("padding")
+@settings(_settings("padding"))
+@given(st.data())
+def test_fuzz_padding(data: st.DataObject) -> None:
+    """A header that declares many tensors and pads itself to afford them: it is rejected,
+    or decodes building only what its body uses, within the per-byte allocation bound."""
+    sample = _pick(data)
+    envelope: Any = msgspec.msgpack.decode(sample.frames[0])
+    count = data.draw(st.sampled_from(COUNTS), label="count")
+    shape = data.draw(st.sampled_from([[0], [0] * 16, [3, 0], [], [1]]), label="shape")
+    nbytes = 4 * count if 0 not in shape else 0  # float32
+    if shape == [] or nbytes:
+        payload: Any = bytes(nbytes) if nbytes < (1 << 16) else b""
+    else:
+        payload = b""
+    run = ["float32", shape, payload, 0, count]
+    runs = envelope[HEAD_TENSORS]
+    runs.insert(data.draw(st.integers(0, len(runs)), label="where"), run)
+    if envelope[HEAD_REFS] and data.draw(st.booleans(), label="refs cover it"):
+        total = sum(r[RUN_COUNT] if len(r) > RUN_COUNT else 1 for r in runs)
+        envelope[HEAD_REFS] = envelope[HEAD_REFS] + list(range(total - count, total))
+    pad = _padding(data, count)
+    where = data.draw(
+        st.sampled_from(["envelope", "run", "key", "unknown field", "none"]), label="pad at"
+    )
+    if where == "envelope":
+        envelope.append(pad)
+    elif where == "run":
+        run.append(pad)
+    elif where == "key" and isinstance(envelope[HEAD_BODY], dict):
+        envelope[HEAD_BODY][pad.decode("latin-1")] = envelope[HEAD_BODY].pop(
+            next(iter(envelope[HEAD_BODY]), ""), []
+        )
+    elif where == "unknown field":
+        structs = [
+            (c, k)
+            for c, k in _locations(envelope[HEAD_BODY:])
+            if isinstance(c[k], list) and len(c[k]) == 2 and isinstance(c, dict)
+        ]
+        if structs:
+            container, key = structs[data.draw(st.integers(0, len(structs) - 1), label="s")]
+            container[key] = [*container[key], pad]
+    frames = [msgspec.msgpack.encode(envelope), *sample.frames[1:]]
+    options = _options(data)
+    judge(lambda: mm.decode(frames, sample.tp, **options), sample, size=input_size(frames))
+
+
+# -- per-limit probes ------------------------------------------------------------------------------
+
+
+def _value_measuring(name: str, quantity: int) -> mm.MultiModalKwargsItems:
+    """A value whose encoding measures ``quantity`` for limit ``name`` (frames, depth ...)."""
+    if name == "max_frames":  # frame 0 and one frame per separately stored tensor
+        data: Any = [torch.full((256,), float(i)) for i in range(quantity - 1)]
+    elif name == "max_depth":
+        data = torch.zeros(1)
+        for _ in range(quantity):
+            data = [data]
+    elif name in ("max_elements", "max_tensors"):
+        data = [torch.zeros(1) for _ in range(quantity)]  # a list and that many tensors
+    elif name == "max_ndim":
+        data = torch.zeros([1] * quantity)
+    else:  # the byte limits: measured on a value, see test_fuzz_limits
+        data = torch.zeros(quantity)
+    elem = mm.MultiModalFieldElem(data, mm.BatchedField())
+    return mm.MultiModalKwargsItems({"image": [mm.MultiModalKwargsItem({"x": elem})]})
+
+
+LIMIT_FIELDS = [f.name for f in dataclasses.fields(mm.Limits)]
+
+
+@_timeout("limits")
+@settings(_settings("limits"))
+@given(st.data())
+def test_fuzz_limits(data: st.DataObject) -> None:
+    """Each limit at a bound, and a message just under, at and just over it: the decoder
+    takes it exactly when within the bound, and the encoder (given the same limits)
+    refuses exactly what the decoder would."""
+    name = data.draw(st.sampled_from(LIMIT_FIELDS), label="limit")
+    offset = data.draw(st.sampled_from([-1, 0, 1]), label="offset")
+    if name in ("max_total_bytes", "max_header_bytes"):
+        value = _value_measuring(name, data.draw(st.integers(0, 600), label="numel"))
+        frames = mm.encode(value)
+        measure = frames[0].nbytes if name == "max_header_bytes" else input_size(frames)
+        bound = measure - offset
+    else:
+        bound = data.draw(st.integers(2, 40), label="bound")
+        value = _value_measuring(name, bound + offset)
+    limits = mm.Limits(**{name: bound})
+    within = offset <= 0
+    try:
+        sent = mm._CODEC.encode(value, limits=limits)
+    except mm.EncodeError as error:
+        assert not within, f"{name}={bound}: the encoder refused {offset:+}: {error}"
+        assert str(bound) in error.message, error  # it names the limit it applied
+        generous = dataclasses.replace(mm.DEFAULT_LIMITS, **{name: 1 << 40})
+        sent = mm._CODEC.encode(value, limits=generous)  # what a careless sender would send
+    else:
+        assert within, f"{name}={bound}: the encoder sent {offset:+}"
+    try:
+        decoded = measured(
+            lambda: mm.decode(sent, mm.MultiModalKwargsItems, limits=limits), input_size(sent)
+        )()
+    except mm.DecodeError as error:
+        assert not within, f"{name}={bound}: the decoder refused {offset:+}: {error}"
+        assert not error.message.startswith("rejected"), error
+        _event("rejected")
+    else:
+        assert within, f"{name}={bound}: the decoder took {offset:+}"
+        _event("decoded")
+        check_value(decoded, mm.MultiModalKwargsItems)
+        assert same(decoded, value)
 
 
 @pytest.fixture(autouse=True)

@@ -511,8 +511,8 @@ def test_million_empty_tensors_from_a_tiny_header_fail_fast(frames: list[bytes])
         tracemalloc.stop()
     assert (error.path, error.message) == (
         PIXELS_0,
-        f"tensor count 1000000 outside 1..{len(head)} (a message holds at most max_elements "
-        "tensors, and one per byte of its header) (tensor run 0)",
+        f"tensor count 1000000 outside 1..{len(head)} (a message holds at most max_tensors "
+        "and max_elements tensors, and one per byte of its header) (tensor run 0)",
     )
     assert peak < 1 << 20
 
@@ -527,7 +527,8 @@ def test_tensor_count_above_max_elements(frames: list[bytes]) -> None:
         message,
         GRID_0,
         f"tensor count {2**20 + 1} outside 1..{len(message[0]) - first} (a message holds at "
-        f"most max_elements tensors, and one per byte of its header) (tensor run {number})",
+        "most max_tensors and max_elements tensors, and one per byte of its header) "
+        f"(tensor run {number})",
     )
     # With a header this small, the bound is the header's size, not max_elements.
     assert len(message[0]) < mm.DEFAULT_LIMITS.max_elements
@@ -662,9 +663,18 @@ def test_reference_table_pointing_outside_the_tensors(frames: list[bytes], bad: 
 
 
 def test_reference_table_shorter_than_the_references(frames: list[bytes]) -> None:
+    # Every tensor of the runs must have an entry: a short table leaves some without one.
     envelope = header(frames)
-    envelope[HEAD_REFS] = envelope[HEAD_REFS][:1]
-    assert_rejected(with_header(envelope, frames), GRID_0, "tensor 1 out of range (1 tensors)")
+    first = envelope[HEAD_REFS][0]
+    envelope[HEAD_REFS] = [first]
+    missing = 1 if first == 0 else 0
+    by_position = [*envelope[:HEAD_REFS], [], *envelope[HEAD_REFS + 1 :]]
+    assert_rejected(
+        with_header(envelope, frames),
+        "$",
+        "no entry of the tensor reference table points at tensor "
+        f"{missing} (tensor run {run_index_of(by_position, missing)})",
+    )
 
 
 @pytest.mark.parametrize(
