@@ -18,12 +18,15 @@ from mmcodec.codegen.validate import render_type
 def breaking_changes(old: list[ir.Module], new: list[ir.Module]) -> list[str]:
     """One line per incompatible change from ``old`` to ``new`` (empty when compatible)."""
     problems: list[str] = []
-    new_by_name = {m.name: m for m in new}
+    # By Python name: a bindings module (same wire as its schema, other classes) is
+    # compared with its own older version, and removing one is a removal too.
+    new_by_name = {m.python_name: m for m in new}
     for old_module in old:
-        new_module = new_by_name.get(old_module.name)
+        new_module = new_by_name.get(old_module.python_name)
         where = old_module.source
         if new_module is None:
-            problems.append(f"{where}: schema {old_module.name!r} was removed")
+            what = "schema" if old_module.python_name == old_module.name else "binding"
+            problems.append(f"{where}: {what} {old_module.python_name!r} was removed")
             continue
         if new_module.major != old_module.major:
             continue  # a new major version may change anything; decoders tell them apart

@@ -68,7 +68,7 @@ def plan_output(modules: list[ir.Module], package: str, out_dir: Path, root: Pat
     del out_dir
     files = {"__init__.py": INIT_TEXT, "py.typed": ""}
     for module in modules:
-        filename = f"{module.name}.py"
+        filename = f"{module.python_name}.py"
         source = render_module(module, modules, package)
         as_if = root.joinpath(*package.split("."), filename)
         files[filename] = format_source(source, str(as_if), root)
