@@ -370,11 +370,15 @@ def _MultiModalKwargsItem_to_wire(
     return _dict_str_MultiModalFieldElem_to_wire(obj, ctx)
 
 
+# How the decoded dict becomes a MultiModalKwargsItem (a UserDict takes it as its data).
+_MultiModalKwargsItem_new = _b.mapping_builder(MultiModalKwargsItem)
+
+
 def _MultiModalKwargsItem_from_wire(
     wire: _MultiModalKwargsItemWire, ctx: _DecodeContext
 ) -> MultiModalKwargsItem:
     try:
-        return MultiModalKwargsItem(_dict_str_MultiModalFieldElem_from_wire(wire, ctx))
+        return _MultiModalKwargsItem_new(_dict_str_MultiModalFieldElem_from_wire(wire, ctx))
     except DecodeError:
         raise
     except Exception as e:  # the bound class refused the values
@@ -387,11 +391,15 @@ def _MultiModalKwargsItems_to_wire(
     return _dict_str_list_optional_MultiModalKwargsItem_to_wire(obj, ctx)
 
 
+# How the decoded dict becomes a MultiModalKwargsItems (a UserDict takes it as its data).
+_MultiModalKwargsItems_new = _b.mapping_builder(MultiModalKwargsItems)
+
+
 def _MultiModalKwargsItems_from_wire(
     wire: _MultiModalKwargsItemsWire, ctx: _DecodeContext
 ) -> MultiModalKwargsItems:
     try:
-        return MultiModalKwargsItems(
+        return _MultiModalKwargsItems_new(
             _dict_str_list_optional_MultiModalKwargsItem_from_wire(wire, ctx)
         )
     except DecodeError:

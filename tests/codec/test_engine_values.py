@@ -12,9 +12,11 @@ from collections import UserDict
 from collections.abc import Iterator, Mapping
 
 import numpy as np
+import pytest
 import torch
 
 from mmcodec.generated import multimodal as mm
+from mmcodec.runtime.builtins import mapping_builder
 from tests.codec.helpers import assert_elem_equal, assert_items_equal, header
 
 
@@ -53,6 +55,7 @@ def test_a_list_slice_group_indexes_as_its_tuple() -> None:
     data = torch.arange(12).reshape(3, 4)
     field = mm.FlatField([[slice(None), slice(0, 2)], (slice(None), slice(2, 4))], dim=1)
     first, second = field.build_elems(data)
+    assert isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)
     assert torch.equal(first, data[:, 0:2]) and torch.equal(second, data[:, 2:4])
 
 
@@ -85,3 +88,22 @@ def test_any_mapping_encodes_as_a_mapping_type() -> None:
         )
         assert_items_equal(decoded, expected)  # key order and None entries kept
         assert type(decoded["image"][0]) is mm.MultiModalKwargsItem
+
+
+class _Checked(UserDict[str, int]):
+    """A UserDict that validates on insertion: it must be built through __setitem__."""
+
+    def __setitem__(self, key: str, value: int) -> None:
+        if value < 0:
+            raise ValueError("negative")
+        super().__setitem__(key, value)
+
+
+def test_mapping_builder_gives_a_plain_userdict_its_data_and_calls_the_rest() -> None:
+    entries = {"b": 1, "a": 2}
+    built = mapping_builder(_Item)(entries)
+    assert type(built) is _Item and built.data is entries and list(built) == ["b", "a"]
+    assert mapping_builder(_Checked) is _Checked  # its checks run
+    with pytest.raises(ValueError, match="negative"):
+        mapping_builder(_Checked)({"x": -1})
+    assert mapping_builder(mm.MultiModalKwargsItem) is mm.MultiModalKwargsItem  # a dict
