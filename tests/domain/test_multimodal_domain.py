@@ -444,7 +444,7 @@ def test_field_equality_compares_parameters() -> None:
     assert FlatField([slice(0, 1)]) != FlatField([(slice(0, 1),)])  # slice vs tuple of slices
     assert FlatField([slice(0, 1)]) != FlatField([slice(0, 1.0)])
     assert FlatField([(slice(None), slice(0, 1))]) == FlatField([(slice(None), slice(0, 1))])
-    assert FlatField([(slice(None), slice(0, 1))]) != FlatField([[slice(None), slice(0, 1)]])  # type: ignore[list-item]
+    assert FlatField([(slice(None), slice(0, 1))]) != FlatField([[slice(None), slice(0, 1)]])  # list vs tuple
 
 
 def test_elem_equality_is_strict() -> None:
