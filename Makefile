@@ -15,7 +15,16 @@ COMPAT_REF ?= HEAD
 # the copy); pin the allocator's thresholds so repeated runs measure the same thing.
 BENCH_ENV := GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296
 
+# vLLM 0.33's own environment (CPU), for the vLLM binding's tests and benchmark: the
+# pinned list with --no-deps (vllm's wheel declares a CUDA torch), then this project.
+VLLM_VENV := .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_REQUIREMENTS := requirements/vllm-0.33-cpu.txt
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_ENV := VLLM_TARGET_DEVICE=cpu VLLM_LOGGING_LEVEL=WARNING
+
 .PHONY: venv generate check lint typecheck test test-fast demo bench bench-ray fuzz clean
+.PHONY: venv-vllm test-vllm bench-vllm
 
 venv: $(STAMP)
 
@@ -66,8 +75,25 @@ bench: venv
 bench-ray: venv
 	$(BENCH_ENV) $(PY) -m bench.ray
 
+venv-vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): $(VLLM_REQUIREMENTS) pyproject.toml
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet --upgrade pip
+	$(VLLM_PY) -m pip install --quiet --no-deps $(TORCH_INDEX) -r $(VLLM_REQUIREMENTS)
+	# This project on top, without dependencies: the pinned list holds them.
+	$(VLLM_PY) -m pip install --quiet --no-deps -e .
+	touch $(VLLM_STAMP)
+
+# tests/vllm only runs here (`make test` ignores it); a vLLM that fails to import fails.
+test-vllm: venv-vllm
+	$(VLLM_ENV) $(VLLM_PY) -m pytest -q -p no:cacheprovider tests/vllm
+
+bench-vllm: venv-vllm
+	$(BENCH_ENV) $(VLLM_ENV) $(VLLM_PY) -m bench.vllm
+
 fuzz: venv
 	MMCODEC_FUZZ_EXAMPLES=100000 $(PY) -m pytest -q -p no:cacheprovider tests/security/test_fuzz.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -173,7 +173,7 @@ def _lower_field(field: BaseMultiModalField) -> _Lowered:
     raise TypeError(f"unsupported field type {type(field).__name__}")
 
 
-def _lower_slice_spec(spec: slice | tuple[slice, ...]) -> _Lowered:
+def _lower_slice_spec(spec: slice | tuple[slice, ...] | list[slice]) -> _Lowered:
     if isinstance(spec, slice):
         return (spec.start, spec.stop, spec.step)
     return tuple((s.start, s.stop, s.step) for s in spec)

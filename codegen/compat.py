@@ -16,7 +16,7 @@ at the new schema (file:line:col).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mmcodec.codegen import ir
 from mmcodec.codegen.diagnostics import Position
@@ -68,28 +68,34 @@ class Report:
 
 
 def compare_schemas(old: list[ir.Module], new: list[ir.Module]) -> Report:
-    """Every change from ``old`` to ``new``, matched by schema name."""
+    """Every change from ``old`` to ``new``, matched by Python module name: a bindings
+    module (its schema's wire, other classes) is compared with its own older version, and
+    removing one is a removal too."""
     changes: list[Change] = []
-    new_by_name = {m.name: m for m in new}
-    old_names = {m.name for m in old}
+    new_by_name = {m.python_name: m for m in new}
+    old_names = {m.python_name for m in old}
     for old_module in old:
-        new_module = new_by_name.get(old_module.name)
+        new_module = new_by_name.get(old_module.python_name)
         if new_module is None:
+            what = "schema" if old_module.python_name == old_module.name else "binding"
             changes.append(
                 Change(
                     Position(old_module.source, 1, 1),
-                    f"schema {old_module.name!r}",
+                    f"{what} {old_module.python_name!r}",
                     "removed (its messages can no longer be read)",
                     breaking=True,
                 )
             )
         elif new_module.major == old_module.major:
             # (a new major version may change anything; decoders tell them apart)
-            changes.extend(_compare_modules(old_module, new_module))
+            found = _compare_modules(old_module, new_module)
+            if new_module.python_name != new_module.name:  # a binding: say which module
+                found = [replace(c, subject=f"{new_module.python_name}.{c.subject}") for c in found]
+            changes.extend(found)
     return Report(
         tuple(changes),
-        tuple(m.source for m in new if m.name in old_names),
-        tuple(m.source for m in new if m.name not in old_names),
+        tuple(m.source for m in new if m.python_name in old_names),
+        tuple(m.source for m in new if m.python_name not in old_names),
     )
 
 

@@ -203,7 +203,7 @@ TypeDef: TypeAlias = StructDef | UnionDef | MappingDef
 @dataclass(frozen=True, slots=True)
 class Module:
     name: str
-    """The schema's name: the generated module's name and its identity on the wire."""
+    """The schema's name: its identity on the wire (and, by default, the module's name)."""
     major: int
     doc: str
     source: str
@@ -214,3 +214,10 @@ class Module:
     types: tuple[TypeDef, ...]
     exports: tuple[Binding, ...] = ()
     """Existing names the generated module re-exports for its users."""
+    python_name: str = ""
+    """The generated module's Python name: the schema's name, or a bindings file's
+    module name (a second binding of the same wire). Empty means ``name``."""
+
+    def __post_init__(self) -> None:
+        if not self.python_name:
+            object.__setattr__(self, "python_name", self.name)

@@ -36,7 +36,7 @@ def plan_output(modules: list[ir.Module], package: str, out_dir: Path, root: Pat
     del out_dir, root
     files = {"__init__.py": INIT_TEXT, "py.typed": ""}
     for module in modules:
-        files[f"{module.name}.py"] = render_module(module, modules, package)
+        files[f"{module.python_name}.py"] = render_module(module, modules, package)
     return Plan(dict(sorted(files.items())))
 
 

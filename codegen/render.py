@@ -278,7 +278,9 @@ def _docstring(text: str) -> str:
 
 def render_module(module: ir.Module, all_modules: list[ir.Module], package: str) -> str:
     """The Python source of one generated module, laid out as ``ruff format`` would."""
-    defs = {(m.name, t.name): t for m in all_modules for t in m.types}
+    # Type definitions by wire identity, from the schemas' own modules: a bindings
+    # module has the same types (its classes aside) under the same schema name.
+    defs = {(m.name, t.name): t for m in all_modules if m.python_name == m.name for t in m.types}
     r = _Renderer(module, package, defs)
     views = {t.name: _type_view(r, t) for t in module.types}
     types = [views[t.name] for t in module.types]

@@ -13,10 +13,10 @@ import keyword
 import operator
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from mmcodec.codegen import ir
+from mmcodec.codegen import bindings, ir
 from mmcodec.codegen.diagnostics import Diagnostic, Position, SchemaErrors
 from mmcodec.codegen.load import LoadedFile, Map, Node, Scalar, Seq, load_file
 from mmcodec.codegen.typeexpr import RawType, TypeSyntaxError, parse_type
@@ -119,11 +119,16 @@ def compile_schemas(paths: Iterable[Path], root: Path) -> list[ir.Module]:
     ctx = _Context([])
     infos: dict[Path, _FileInfo] = {}
     pending = [p.resolve() for p in paths]
+    bindings_files: dict[Path, LoadedFile] = {}
     while pending:
         path = pending.pop(0)
-        if path in infos:
+        if path in infos or path in bindings_files:
             continue
         info = _read_file(ctx, path, root)
+        if isinstance(info, LoadedFile):  # a bindings file: lowered once its schema is
+            bindings_files[path] = info
+            pending.extend(bindings.schema_paths(info))
+            continue
         if info is None:
             continue
         infos[path] = info
@@ -142,9 +147,14 @@ def compile_schemas(paths: Iterable[Path], root: Path) -> list[ir.Module]:
     _check_base_cases(ctx, modules, infos)
     _check_mapping_cycles(ctx, modules, infos)
     _check_python_identities(ctx, modules, infos)
+    by_source = {info.loaded.path: m for info, m in zip(infos.values(), modules, strict=True)}
+    for loaded in bindings_files.values():
+        bound = bindings.lower_bindings(ctx.diagnostics, loaded, by_source, modules)
+        if bound is not None:
+            modules.append(bound)
     if ctx.diagnostics:
         raise SchemaErrors(ctx.diagnostics)
-    return sorted(modules, key=lambda m: m.name)
+    return sorted(modules, key=lambda m: m.python_name)
 
 
 def _check_import_cycles(ctx: _Context, infos: dict[Path, _FileInfo]) -> None:
@@ -203,7 +213,7 @@ def _display(path: Path, root: Path) -> str:
 # -- files -------------------------------------------------------------------------
 
 
-def _read_file(ctx: _Context, path: Path, root: Path) -> _FileInfo | None:
+def _read_file(ctx: _Context, path: Path, root: Path) -> _FileInfo | LoadedFile | None:
     display = _display(path, root)
     if not path.is_file():
         ctx.error(Position(display, 1, 1), "schema file not found")
@@ -218,6 +228,8 @@ def _read_file(ctx: _Context, path: Path, root: Path) -> _FileInfo | None:
     if not isinstance(top, Map):
         ctx.error(top.position, "a schema file is a mapping with keys: " + ", ".join(FILE_KEYS))
         return None
+    if bindings.is_bindings_file(top):
+        return loaded
     _unknown_keys(ctx, top, FILE_KEYS, "schema file")
     module = _required_str(ctx, top, "schema", "the schema's name")
     if module is not None and not _MODULE_NAME.match(module):
@@ -1033,16 +1045,7 @@ def _check_struct_tags(
             _with_tag(t, tags[t.name][0]) if isinstance(t, ir.StructDef) and t.name in tags else t
             for t in module.types
         )
-        modules[index] = ir.Module(
-            module.name,
-            module.major,
-            module.doc,
-            module.source,
-            module.sha256,
-            module.imports,
-            new_types,
-            module.exports,
-        )
+        modules[index] = replace(module, types=new_types)
 
 
 def _with_tag(t: ir.StructDef, tag: int | str) -> ir.StructDef:

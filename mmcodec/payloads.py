@@ -12,18 +12,23 @@ timings for different seeds are comparable. Generating every payload once takes 
 under a second on a 2-core VM: floats are drawn directly in bfloat16
 (``torch.randn(..., dtype=torch.bfloat16)``), which is about 3x faster than drawing float32
 and casting, and never holds a float32 copy of a 150 MB batch.
+
+Every generator takes ``api=``: any namespace with ``MultiModalFieldConfig`` and
+``MultiModalKwargsItems`` (this package's domain module by default; ``vllm.multimodal.inputs``
+builds the same payloads with vLLM's own classes and constructors).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Mapping
-from typing import Final
+from types import ModuleType
+from typing import Any, Final, TypeAlias
 
 import torch
 
+from mmcodec.domain import multimodal as _DOMAIN
 from mmcodec.domain.multimodal import (
-    MultiModalFieldConfig,
     MultiModalFieldElem,
     MultiModalKwargsItems,
     NestedTensors,
@@ -45,6 +50,9 @@ __all__ = [
 
 Payload = Callable[[int], MultiModalKwargsItems]
 """A payload generator: seed -> items."""
+
+Api: TypeAlias = ModuleType
+"""Where the generators find ``MultiModalFieldConfig`` and ``MultiModalKwargsItems``."""
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -71,7 +79,7 @@ QWEN_GRIDS: Final = (
 )
 
 
-def qwen2_5_vl(seed: int, n_images: int = 1) -> MultiModalKwargsItems:
+def qwen2_5_vl(seed: int, n_images: int = 1, *, api: Api = _DOMAIN) -> Any:
     """Qwen2.5-VL images: ``pixel_values`` flat over patches + ``image_grid_thw`` batched.
 
     Image ``i`` has grid ``(1, *QWEN_GRIDS[i % 8])``: one image is ``pixel_values``
@@ -90,25 +98,25 @@ def qwen2_5_vl(seed: int, n_images: int = 1) -> MultiModalKwargsItems:
         "image_grid_thw": grid_thw,
     }
     config = {
-        "pixel_values": MultiModalFieldConfig.flat_from_sizes("image", patches),
-        "image_grid_thw": MultiModalFieldConfig.batched("image"),
+        "pixel_values": api.MultiModalFieldConfig.flat_from_sizes("image", patches),
+        "image_grid_thw": api.MultiModalFieldConfig.batched("image"),
     }
-    return MultiModalKwargsItems.from_hf_inputs(batch, config)
+    return api.MultiModalKwargsItems.from_hf_inputs(batch, config)
 
 
-def llava(seed: int) -> MultiModalKwargsItems:
+def llava(seed: int, *, api: Api = _DOMAIN) -> Any:
     """LLaVA-1.5: one image, ``pixel_values`` (1, 3, 336, 336) bf16 batched (677 KB)."""
     g = _generator(seed)
     batch: dict[str, NestedTensors] = {"pixel_values": _bf16(g, 1, 3, 336, 336)}
-    config = {"pixel_values": MultiModalFieldConfig.batched("image")}
-    return MultiModalKwargsItems.from_hf_inputs(batch, config)
+    config = {"pixel_values": api.MultiModalFieldConfig.batched("image")}
+    return api.MultiModalKwargsItems.from_hf_inputs(batch, config)
 
 
 INTERNVL_IMAGE_TOKEN_ID: Final = 151667
 """``<IMG_CONTEXT>`` in InternVL2.5/3's Qwen2 tokenizer."""
 
 
-def internvl(seed: int, n_images: int = 2) -> MultiModalKwargsItems:
+def internvl(seed: int, n_images: int = 2, *, api: Api = _DOMAIN) -> Any:
     """InternVL: 13 tiles (12 + thumbnail) per image.
 
     ``pixel_values_flat`` (13 * n, 3, 448, 448) bf16 flat by ``[13] * n`` (15.7 MB per
@@ -125,11 +133,11 @@ def internvl(seed: int, n_images: int = 2) -> MultiModalKwargsItems:
         "image_token_id": torch.tensor(INTERNVL_IMAGE_TOKEN_ID, dtype=torch.int64),
     }
     config = {
-        "pixel_values_flat": MultiModalFieldConfig.flat_from_sizes("image", num_patches),
-        "image_num_patches": MultiModalFieldConfig.batched("image"),
-        "image_token_id": MultiModalFieldConfig.shared("image", n_images),
+        "pixel_values_flat": api.MultiModalFieldConfig.flat_from_sizes("image", num_patches),
+        "image_num_patches": api.MultiModalFieldConfig.batched("image"),
+        "image_token_id": api.MultiModalFieldConfig.shared("image", n_images),
     }
-    return MultiModalKwargsItems.from_hf_inputs(batch, config)
+    return api.MultiModalKwargsItems.from_hf_inputs(batch, config)
 
 
 # MiniCPM-V slices: (h, w) in 14-pixel patches, each slice flattened to (3, 14, 14 * h * w).
@@ -147,7 +155,7 @@ MINICPM_TGT_SIZES: Final = (
 )
 
 
-def minicpm_v(seed: int) -> MultiModalKwargsItems:
+def minicpm_v(seed: int, *, api: Api = _DOMAIN) -> Any:
     """MiniCPM-V: one image as a ragged list of ten slices.
 
     ``pixel_values`` is batched over a list of lists, so the one item's data is a list of
@@ -161,13 +169,13 @@ def minicpm_v(seed: int) -> MultiModalKwargsItems:
         "tgt_sizes": [torch.tensor(MINICPM_TGT_SIZES, dtype=torch.int64)],
     }
     config = {
-        "pixel_values": MultiModalFieldConfig.batched("image"),
-        "tgt_sizes": MultiModalFieldConfig.batched("image"),
+        "pixel_values": api.MultiModalFieldConfig.batched("image"),
+        "tgt_sizes": api.MultiModalFieldConfig.batched("image"),
     }
-    return MultiModalKwargsItems.from_hf_inputs(batch, config)
+    return api.MultiModalKwargsItems.from_hf_inputs(batch, config)
 
 
-def whisper(seed: int) -> MultiModalKwargsItems:
+def whisper(seed: int, *, api: Api = _DOMAIN) -> Any:
     """Whisper-large-v3 style audio: 30 s of 128 mel bins, both keys batched.
 
     ``input_features`` (1, 128, 3000) bf16 (768 KB) and ``feature_attention_mask``
@@ -182,13 +190,13 @@ def whisper(seed: int) -> MultiModalKwargsItems:
         "feature_attention_mask": mask,
     }
     config = {
-        "input_features": MultiModalFieldConfig.batched("audio"),
-        "feature_attention_mask": MultiModalFieldConfig.batched("audio"),
+        "input_features": api.MultiModalFieldConfig.batched("audio"),
+        "feature_attention_mask": api.MultiModalFieldConfig.batched("audio"),
     }
-    return MultiModalKwargsItems.from_hf_inputs(batch, config)
+    return api.MultiModalKwargsItems.from_hf_inputs(batch, config)
 
 
-def idefics3(seed: int) -> MultiModalKwargsItems:
+def idefics3(seed: int, *, api: Api = _DOMAIN) -> Any:
     """Idefics3: one image as 12 crops + a global view, with a bool pixel mask.
 
     ``pixel_values`` (1, 13, 3, 364, 364) bf16 (10.3 MB) and ``pixel_attention_mask``
@@ -206,13 +214,13 @@ def idefics3(seed: int) -> MultiModalKwargsItems:
         "pixel_attention_mask": mask,
     }
     config = {
-        "pixel_values": MultiModalFieldConfig.batched("image"),
-        "pixel_attention_mask": MultiModalFieldConfig.batched("image"),
+        "pixel_values": api.MultiModalFieldConfig.batched("image"),
+        "pixel_attention_mask": api.MultiModalFieldConfig.batched("image"),
     }
-    return MultiModalKwargsItems.from_hf_inputs(batch, config)
+    return api.MultiModalKwargsItems.from_hf_inputs(batch, config)
 
 
-def small_items(seed: int, n: int = 64) -> MultiModalKwargsItems:
+def small_items(seed: int, n: int = 64, *, api: Api = _DOMAIN) -> Any:
     """Many small items, where per-item and per-tensor overhead dominates (design §7).
 
     Per item: ``grid`` int64[3] and ``pixel_values`` float16[16, 16], batched (views of
@@ -229,12 +237,12 @@ def small_items(seed: int, n: int = 64) -> MultiModalKwargsItems:
         "scale": torch.randn(2, generator=g, dtype=torch.float32),
     }
     config = {
-        "grid": MultiModalFieldConfig.batched("image"),
-        "pixel_values": MultiModalFieldConfig.batched("image"),
-        "embed": MultiModalFieldConfig.shared("image", n),
-        "scale": MultiModalFieldConfig.shared("image", n),
+        "grid": api.MultiModalFieldConfig.batched("image"),
+        "pixel_values": api.MultiModalFieldConfig.batched("image"),
+        "embed": api.MultiModalFieldConfig.shared("image", n),
+        "scale": api.MultiModalFieldConfig.shared("image", n),
     }
-    return MultiModalKwargsItems.from_hf_inputs(batch, config)
+    return api.MultiModalKwargsItems.from_hf_inputs(batch, config)
 
 
 PAYLOADS: Final[dict[str, Payload]] = {
@@ -253,9 +261,11 @@ PAYLOADS: Final[dict[str, Payload]] = {
 def iter_tensors(obj: object) -> Iterator[torch.Tensor]:
     """Every distinct tensor (by identity) reachable from ``obj``, depth-first, in order.
 
-    Walks mappings (values), lists, tuples and :class:`MultiModalFieldElem` data; anything
-    else (fields, ints, None) holds no tensor. A shared field's tensor is yielded once;
-    views of one storage are distinct tensors and each is yielded.
+    Walks mappings (values, ``UserDict`` ones too), lists, tuples and the data of field
+    elements (this package's :class:`MultiModalFieldElem`, or any object with ``data`` and
+    ``field``, such as vLLM's); anything else (fields, ints, None) holds no tensor. A shared
+    field's tensor is yielded once; views of one storage are distinct tensors and each is
+    yielded.
     """
     seen: set[int] = set()  # ids stay unique: ``obj`` keeps every tensor alive
 
@@ -264,7 +274,9 @@ def iter_tensors(obj: object) -> Iterator[torch.Tensor]:
             if id(value) not in seen:
                 seen.add(id(value))
                 yield value
-        elif isinstance(value, MultiModalFieldElem):
+        elif isinstance(value, MultiModalFieldElem) or (
+            hasattr(value, "field") and hasattr(value, "data")
+        ):
             yield from walk(value.data)
         elif isinstance(value, Mapping):
             for v in value.values():

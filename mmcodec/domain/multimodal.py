@@ -131,17 +131,18 @@ class BatchedField(BaseMultiModalField):
 class FlatField(BaseMultiModalField):
     """Each item is ``batch[slice]``; the batch is the items concatenated along ``dim``.
 
-    For ``dim > 0`` each slice is a tuple of slices, one per leading dimension.
+    For ``dim > 0`` each slice is a tuple of slices, one per leading dimension (or a list
+    of them, as vLLM's own tests build; the codec keeps lists and tuples apart).
     """
 
     __slots__ = ("dim", "slices")
 
-    slices: Sequence[slice | tuple[slice, ...]]
+    slices: Sequence[slice | tuple[slice, ...] | list[slice]]
     dim: int
 
     def __init__(
         self,
-        slices: Sequence[slice | tuple[slice, ...]],
+        slices: Sequence[slice | tuple[slice, ...] | list[slice]],
         dim: int = 0,
         keep_on_cpu: bool = False,
     ) -> None:
@@ -151,7 +152,8 @@ class FlatField(BaseMultiModalField):
 
     def build_elems(self, data: NestedTensors) -> list[NestedTensors]:
         if isinstance(data, torch.Tensor):
-            return [data[s] for s in self.slices]
+            # A list of slices indexes as the tuple it stands for (not as a fancy index).
+            return [data[tuple(s) if type(s) is list else s] for s in self.slices]
         if isinstance(data, (list, tuple)):
             if not all(type(s) is slice for s in self.slices):
                 raise TypeError("a flat field over a list or tuple needs plain slices")

@@ -96,8 +96,8 @@ def assert_field_equal(actual: object, expected: mm.BaseMultiModalField, where: 
             if isinstance(e, slice):
                 assert isinstance(a, slice)
                 assert _slice_params(a) == _slice_params(e), f"{where}.slices[{i}]"
-            else:
-                assert isinstance(a, tuple)
+            else:  # a tuple or a list of slices, as it was given
+                assert isinstance(a, (tuple, list)) and isinstance(e, (tuple, list))
                 assert [_slice_params(x) for x in a] == [_slice_params(x) for x in e]
     if isinstance(expected, mm.SharedField):
         assert isinstance(actual, mm.SharedField)

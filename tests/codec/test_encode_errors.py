@@ -187,7 +187,7 @@ def _bad_fields() -> list[Any]:
         mm.BatchedField(keep_on_cpu=1),  # type: ignore[arg-type]
         mm.SharedField(batch_size=2.0),  # type: ignore[arg-type]
         mm.FlatField([slice(0, 1.5)]),
-        mm.FlatField([slice(0, 1), [slice(0, 1)]]),  # type: ignore[list-item]
+        mm.FlatField([slice(0, 1), frozenset()]),  # type: ignore[list-item]
         mm.FlatField([slice(0, 1)], dim=True),
         "batched",
         None,
@@ -196,7 +196,10 @@ def _bad_fields() -> list[Any]:
         (".field.keep_on_cpu", "expected a bool, got int"),
         (".field.batch_size", "expected an int, got float"),
         (".field.slices[0]", "slice bounds must be int or None, got float"),
-        (".field.slices[1]", "expected one of slice, tuple[slice, ...], got list"),
+        (
+            ".field.slices[1]",
+            "expected one of slice, tuple[slice, ...], list[slice], got frozenset",
+        ),
         (".field.dim", "expected an int, got bool"),
         (".field", "expected one of BatchedField, FlatField, SharedField, got str"),
         (".field", "expected one of BatchedField, FlatField, SharedField, got NoneType"),

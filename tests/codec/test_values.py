@@ -235,6 +235,8 @@ def _fields() -> list[tuple[str, mm.BaseMultiModalField, mm.NestedTensors]]:
         ("flat-dim1-tuple-slices", dim1, x[:, 2:6]),
         ("flat-dim2-three-slices", dim2, x[:, 0:2, 1:4:2]),
         ("flat-odd-slices", odd, x[1]),
+        # vLLM's own serializer test builds slice groups as lists: they stay lists.
+        ("flat-dim1-list-slices", mm.FlatField([[slice(None), slice(0, 2)]], dim=1), x[:, 0:2]),
         ("flat-empty-slices", mm.FlatField([], dim=3, keep_on_cpu=True), x),
         ("shared-7-keep", mm.SharedField(batch_size=7, keep_on_cpu=True), x),
         ("shared-0", mm.SharedField(batch_size=0), torch.tensor(5)),

@@ -67,7 +67,12 @@ def test_output_is_independent_of_hash_seed_file_order_and_output_location(
     )
     assert reordered == first
     # Sanity: the runs really produced the modules (not, say, three empty directories).
-    assert sorted(first["schema"]) == ["__init__.py", "multimodal.py", "py.typed"]
+    assert sorted(first["schema"]) == [
+        "__init__.py",
+        "multimodal.py",
+        "multimodal_vllm.py",
+        "py.typed",
+    ]
     assert {"common.py", "features.py"} <= set(first["tests/schemas"])
     # And the output written elsewhere equals the committed output byte for byte.
     for schemas, out in (("schema", "generated"), ("tests/schemas", "tests/golden")):

@@ -35,7 +35,7 @@ def _plan(schemas: str, out: str, package: str) -> tuple[Plan, dict[str, str]]:
     """The files the compiler would write, and which output file each schema file makes."""
     modules = compile_schemas(sorted((ROOT / schemas).glob("*.yaml")), ROOT)
     plan = plan_output(modules, package, ROOT / out, ROOT)
-    return plan, {Path(m.source).name: f"{m.name}.py" for m in modules}
+    return plan, {Path(m.source).name: f"{m.python_name}.py" for m in modules}
 
 
 def _diff(expected: str, actual: str, name: str) -> str:

@@ -444,7 +444,8 @@ def test_field_equality_compares_parameters() -> None:
     assert FlatField([slice(0, 1)]) != FlatField([(slice(0, 1),)])  # slice vs tuple of slices
     assert FlatField([slice(0, 1)]) != FlatField([slice(0, 1.0)])
     assert FlatField([(slice(None), slice(0, 1))]) == FlatField([(slice(None), slice(0, 1))])
-    assert FlatField([(slice(None), slice(0, 1))]) != FlatField([[slice(None), slice(0, 1)]])  # type: ignore[list-item]
+    # A slice group given as a list is not the same as one given as a tuple.
+    assert FlatField([(slice(None), slice(0, 1))]) != FlatField([[slice(None), slice(0, 1)]])
 
 
 def test_elem_equality_is_strict() -> None:

@@ -229,9 +229,13 @@ def _Catalog_to_wire(obj: Catalog, ctx: _EncodeContext) -> _CatalogWire:
     return _dict_str_Shape_to_wire(obj, ctx)
 
 
+# How the decoded dict becomes a Catalog (a UserDict takes it as its data).
+_Catalog_new = _b.mapping_builder(Catalog)
+
+
 def _Catalog_from_wire(wire: _CatalogWire, ctx: _DecodeContext) -> Catalog:
     try:
-        return Catalog(_dict_str_Shape_from_wire(wire, ctx))
+        return _Catalog_new(_dict_str_Shape_from_wire(wire, ctx))
     except DecodeError:
         raise
     except Exception as e:  # the bound class refused the values

@@ -117,10 +117,27 @@ UNSUPPORTED: dict[str, Case] = {
         "$.field.slices[0]",
         "slice bounds must be int or None, got float",
     ),
-    "list as a flat slice": (
-        lambda: _elem(torch.zeros(1), mm.FlatField([[slice(0, 1)]])),  # type: ignore[list-item]
+    "dict as a flat slice": (
+        lambda: _elem(torch.zeros(1), mm.FlatField([{0: slice(0, 1)}])),  # type: ignore[list-item]
         "$.field.slices[0]",
-        "expected one of slice, tuple[slice, ...], got list",
+        "expected one of slice, tuple[slice, ...], list[slice], got dict",
+    ),
+    "int in a list of slices": (
+        lambda: _elem(torch.zeros(1), mm.FlatField([[slice(0, 1), 3]])),  # type: ignore[list-item]
+        "$.field.slices[0][1]",
+        "expected a slice, got int",
+    ),
+    "float tensor as a slice bound": (
+        lambda: _elem(torch.zeros(1), mm.FlatField([slice(0, torch.tensor(2.0))])),
+        "$.field.slices[0]",
+        "slice bounds must be int or None, got a tensor (torch.float32, shape []); "
+        "only a 0-d integer tensor stands for an int",
+    ),
+    "1-d tensor as a slice bound": (
+        lambda: _elem(torch.zeros(1), mm.FlatField([slice(torch.tensor([1]), None)])),
+        "$.field.slices[0]",
+        "slice bounds must be int or None, got a tensor (torch.int64, shape [1]); "
+        "only a 0-d integer tensor stands for an int",
     ),
     "batch size beyond 64 bits": (
         lambda: _elem(torch.zeros(1), mm.SharedField(2**64)),
