@@ -107,4 +107,4 @@ def test_hooks_from_a_config_pass_after_generate_and_catch_a_breaking_change(
     assert code == 1, output
     assert "mmcodec schemas wire-compatible with a git ref" in output
     assert "Point" in output and "y" in output, output
-    assert "breaking changes need a new major version" in output, output
+    assert "breaking change(s): they need a new major version" in output, output
