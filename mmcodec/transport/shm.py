@@ -28,7 +28,8 @@ The segment
     with ``posix_fallocate`` so a full ``/dev/shm`` fails here, not with SIGBUS later)::
 
         0        header: magic, layout version, readers, tickets, data offset, data size
-        64       one 64-byte slot per reader: the last message sequence number it took
+        64       one 64-byte slot per reader: the last message sequence number it took,
+                 and whether a reader ever attached as that index
         ...      one 8-byte generation per ticket (the sender's)
         ...      one release byte per ticket and reader
         page     data area: 64-byte aligned regions, one per frame in flight
@@ -57,8 +58,10 @@ Holding and releasing (why a region is never reused while someone reads it)
     :data:`CHECK_INTERVAL_S`, for readers that will never release:
 
     * a reader that is *gone*: each attached reader holds a shared lock on its slot's lock
-      byte; the pass sees whether anyone does. A slot seen held before and found free at
-      two passes in a row gives up the tickets sent before the first of them;
+      byte and marks the slot as attached; the pass sees whether anyone holds it. A marked
+      slot that every pass has found free for :data:`GONE_GRACE_S` (counted from the
+      ticket's send, if later) gives up the ticket: about a second after a reader dies
+      its share is back, and a reader restarted in its place has that second to attach;
     * a reader that *skipped* the message (fan-out): ZMQ delivers in order, so a reader
       whose slot shows a later sequence number than the message's never gets it (a PUB
       socket dropped it at its high-water mark, or the reader joined later);
@@ -133,6 +136,7 @@ __all__ = [
     "DEFAULT_MIN_FRAME_BYTES",
     "DEFAULT_POOL_BYTES",
     "DEFAULT_TICKETS",
+    "GONE_GRACE_S",
     "MARKER",
     "MAX_READERS",
     "RegionAllocator",
@@ -174,7 +178,11 @@ DEFAULT_FANOUT_LEASE_S: Final = 10.0
 readers that never started or went quiet."""
 CHECK_INTERVAL_S: Final = 0.25
 """The sender looks for gone readers, skipped messages and expired leases at most this
-often (and at once when a region is needed and none is free... at the same pace)."""
+often, whenever it stages a message or is asked how full it is."""
+GONE_GRACE_S: Final = 1.0
+"""A reader index that no process holds gives up a ticket once it has been free, at every
+pass, for this long since the later of the ticket's send and the first pass that found it
+free: a restarted reader that was sent the message has that long to attach and take it."""
 DEFAULT_MAX_SEGMENT_BYTES: Final = 64 << 30
 """The largest segment file an attacher maps (it maps without populating)."""
 ORPHAN_AGE_S: Final = 60.0
@@ -244,14 +252,15 @@ class _Layout:
     def total(self) -> int:
         return self.data + self.data_size
 
-    def views(self, buffer: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The sequence slots, generations and release bytes of a mapped segment."""
-        last_seq = np.ndarray(
-            (self.readers,), "<u8", buffer, _READERS_OFFSET, strides=(_READER_SLOT,)
+    def views(self, buffer: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The readers' sequence numbers and attach marks, the generations and the release
+        bytes of a mapped segment."""
+        slots = np.ndarray(
+            (self.readers, 2), "<u8", buffer, _READERS_OFFSET, strides=(_READER_SLOT, 8)
         )
         generations = np.ndarray((self.tickets,), "<u8", buffer, self.generations)
         states = np.ndarray((self.tickets, self.readers), np.uint8, buffer, self.states)
-        return last_seq, generations, states
+        return slots[:, 0], slots[:, 1], generations, states
 
 
 # -- the wire: the control part ---------------------------------------------------------------
@@ -454,7 +463,8 @@ class SharedMemoryPool:
         self.path = os.path.join(SEGMENT_DIR, self.name)
         self._fd, self._mapping = self._create(self._layout.total)
         self._finalizer = weakref.finalize(self, _remove_segment, self._fd, self.path)
-        self._last_seq, self._generations, self._states = self._layout.views(self._mapping)
+        views = self._layout.views(self._mapping)
+        self._last_seq, self._attached, self._generations, self._states = views
         self._generations[:] = 1
         # The header last: a file with a valid header always has a live owner's lock.
         _LAYOUT.pack_into(
@@ -471,7 +481,6 @@ class SharedMemoryPool:
         self._free_tickets = list(range(tickets - 1, -1, -1))  # a stack: ticket 0 first
         self._outstanding: dict[int, _Outstanding] = {}
         self._sequence = 0
-        self._seen: set[int] = set()  # reader slots seen held at some pass
         self._gone_since: dict[int, int] = {}  # slot -> the first pass that found it free
         self._next_check_ns = 0
         self.revoked = 0
@@ -592,18 +601,17 @@ class SharedMemoryPool:
         if not self._outstanding:
             return
         gone_since: list[int | None] = []
+        attached = self._attached.tolist()
         for reader in range(self.readers):
             if is_locked(self._fd, _READER_LOCK + reader):
-                self._seen.add(reader)
                 self._gone_since.pop(reader, None)
                 gone_since.append(None)
-            elif reader in self._seen:
-                first = self._gone_since.setdefault(reader, now)
-                gone_since.append(first if first < now else None)  # gone at two passes
+            elif attached[reader]:  # a reader came as this index, and none is there now
+                gone_since.append(self._gone_since.setdefault(reader, now))
             else:
                 gone_since.append(None)
         last_seq = self._last_seq.tolist() if self.readers > 1 else [0]
-        lease = self._lease_ns
+        lease, grace = self._lease_ns, int(GONE_GRACE_S * 1e9)
         for ticket, entry in list(self._outstanding.items()):
             if lease is not None and now - entry.sent_ns > lease:
                 abandoned = True
@@ -612,7 +620,10 @@ class SharedMemoryPool:
                 abandoned = all(
                     state == _RELEASED
                     or last_seq[reader] > entry.sequence
-                    or ((gone := gone_since[reader]) is not None and entry.sent_ns < gone)
+                    or (
+                        (gone := gone_since[reader]) is not None
+                        and now - max(gone, entry.sent_ns) >= grace
+                    )
                     for reader, state in enumerate(row)
                 )
             if abandoned and self._reclaim(ticket):
@@ -670,7 +681,7 @@ class SharedMemoryPool:
         if self.closed:
             return
         self._finalizer()
-        del self._last_seq, self._generations, self._states  # the mapping's exports
+        del self._last_seq, self._attached, self._generations, self._states  # its exports
         self._mapping.close()
 
     def __enter__(self) -> SharedMemoryPool:
@@ -757,6 +768,7 @@ class _Attachment:
 
     __slots__ = (
         "__weakref__",
+        "attached",
         "data",
         "fd",
         "generations",
@@ -780,7 +792,7 @@ class _Attachment:
             self.mapping = mmap.mmap(fd, layout.total, mmap.MAP_SHARED)
         except (OSError, OverflowError, ValueError) as e:
             raise DecodeError(f"cannot map shared memory segment {name} ({e})") from None
-        self.last_seq, self.generations, _ = layout.views(self.mapping)
+        self.last_seq, self.attached, self.generations, _ = layout.views(self.mapping)
         self.states_offset = layout.states
         pages = np.frombuffer(self.mapping, np.uint8, layout.data_size, layout.data)
         self.data: _SharedPages = pages.view(_SharedPages)
@@ -930,6 +942,7 @@ def _open_segment(name: str, reader: int, max_segment_bytes: int) -> _Attachment
     # The reader's slot lock says "a reader at this index is alive" (shared: load-balanced
     # workers with one reader index may share it).
     try_lock(fd, _READER_LOCK + reader, exclusive=False)
+    attachment.attached[reader] = 1  # after the lock: "came and went" needs the lock seen free
     return attachment
 
 
