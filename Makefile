@@ -15,7 +15,7 @@ COMPAT_REF ?= HEAD
 # the copy); pin the allocator's thresholds so repeated runs measure the same thing.
 BENCH_ENV := GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296
 
-.PHONY: venv generate check lint typecheck test test-fast demo bench fuzz clean
+.PHONY: venv generate check lint typecheck test test-fast demo bench fuzz soak soak-ci clean
 
 venv: $(STAMP)
 
@@ -58,12 +58,21 @@ test-fast: venv
 demo: venv generate
 	$(PY) -m mmcodec.demo
 	$(PY) -m mmcodec.demo --shm
+	$(PY) -m mmcodec.demo --shm --readers 4
 
 bench: venv
 	$(BENCH_ENV) $(PY) -m bench
 
 fuzz: venv
 	MMCODEC_FUZZ_EXAMPLES=100000 $(PY) -m pytest -q -p no:cacheprovider tests/security/test_fuzz.py
+
+# Crash-test the transports: senders and readers SIGKILLed at random (not part of `make test`).
+SOAK_MINUTES ?= 10
+soak: venv
+	$(PY) -m bench.soak --minutes $(SOAK_MINUTES)
+
+soak-ci: venv
+	$(PY) -m bench.soak --minutes 1
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
