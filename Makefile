@@ -62,6 +62,7 @@ demo: venv generate
 
 bench: venv
 	$(BENCH_ENV) $(PY) -m bench
+	$(BENCH_ENV) $(PY) -m bench.fanout
 
 fuzz: venv
 	MMCODEC_FUZZ_EXAMPLES=100000 $(PY) -m pytest -q -p no:cacheprovider tests/security/test_fuzz.py
