@@ -822,26 +822,37 @@ class _Attachment:
             )
 
     def hold(self, frames: list[tuple[int, ShmFrame]]) -> None:
-        """Take each frame's ticket lock, and check its generation under it."""
-        taken: list[int] = []
+        """Take each frame's ticket lock, and check its generation under it. If any frame
+        was revoked, the message is refused and the others are released at once (this
+        reader's share of them goes back to the sender, nothing stays pinned)."""
+        tickets = [frame.ticket for _, frame in frames]
+        for number, frame in frames:
+            if frame.ticket in self.held or tickets.count(frame.ticket) > 1:
+                raise DecodeError(
+                    f"frame {number}: ticket {frame.ticket} of segment {self.name} is held "
+                    "already (a message cannot name a region twice)"
+                )
+        ours: list[int] = []
+        refused: DecodeError | None = None
         try:
             for number, frame in frames:
-                ticket = frame.ticket
-                if ticket in self.held or ticket in taken:
-                    raise DecodeError(
-                        f"frame {number}: ticket {ticket} of segment {self.name} is held "
-                        "already (a message cannot name a region twice)"
-                    )
-                if not try_lock(self.fd, _TICKET_LOCK + ticket, exclusive=False):
-                    raise DecodeError(_revoked(number, frame, self.name))
-                taken.append(ticket)
-                if int(self.generations[ticket]) != frame.generation:
-                    raise DecodeError(_revoked(number, frame, self.name))
+                lock = _TICKET_LOCK + frame.ticket
+                if not try_lock(self.fd, lock, exclusive=False):  # being revoked right now
+                    refused = refused or DecodeError(_revoked(number, frame, self.name))
+                elif int(self.generations[frame.ticket]) != frame.generation:
+                    unlock(self.fd, lock)  # another message's region by now: not ours
+                    refused = refused or DecodeError(_revoked(number, frame, self.name))
+                else:
+                    ours.append(frame.ticket)
         except BaseException:
-            for ticket in taken:
+            for ticket in ours:
                 unlock(self.fd, _TICKET_LOCK + ticket)
             raise
-        self.held.update(taken)
+        self.held.update(ours)
+        if refused is not None:
+            for ticket in ours:
+                _release(self, ticket)
+            raise refused
 
     def view(self, frame: ShmFrame) -> memoryview:
         """The frame's bytes, zero-copy; releases the ticket when the last view dies."""

@@ -186,3 +186,18 @@ def test_a_failed_shared_memory_decode_does_not_clear_the_callers_frames(
             helper = traceback.tb_next.tb_frame  # the finished frame of the caller's error
             assert helper.f_code is failing_helper.__code__
             assert helper.f_locals == {"state": {"mine": 1, "seen": 1}}
+
+
+def test_a_message_with_one_revoked_frame_gives_the_others_back_at_once(
+    sockets: Sockets, attacher: SharedMemoryAttacher
+) -> None:
+    push, pull = pair(sockets, "partly")
+    with SharedMemoryPool(16 << 20) as pool:
+        frames = mm.encode(item(a=torch.ones(1 << 18), b=torch.zeros(1 << 18)))
+        staged = pool.stage(frames)
+        assert staged is not None and staged.tickets == [0, 1]
+        pool._generations[1] += 1  # ticket 1 revoked in the meantime (as by a lease)
+        push.send_multipart([staged.control, *staged.parts])
+        with pytest.raises(mm.DecodeError, match=r"frame 2: ticket 1 of segment .* was revoked"):
+            mmzmq.recv(pull, mm, mm.MultiModalKwargsItem, shm=attacher)
+        assert pool.in_flight == 1  # ticket 0 released by the refusal; ticket 1 never taken
