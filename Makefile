@@ -23,7 +23,7 @@ VLLM_REQUIREMENTS := requirements/vllm-0.33-cpu.txt
 VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_ENV := VLLM_TARGET_DEVICE=cpu VLLM_LOGGING_LEVEL=WARNING
 
-.PHONY: venv generate check lint typecheck test test-fast demo bench bench-ray fuzz clean
+.PHONY: venv generate check lint typecheck test test-fast demo bench bench-ray fuzz soak soak-ci clean
 .PHONY: venv-vllm test-vllm bench-vllm
 
 venv: $(STAMP)
@@ -67,9 +67,11 @@ test-fast: venv
 demo: venv generate
 	$(PY) -m mmcodec.demo
 	$(PY) -m mmcodec.demo --shm
+	$(PY) -m mmcodec.demo --shm --readers 4
 
 bench: venv
 	$(BENCH_ENV) $(PY) -m bench
+	$(BENCH_ENV) $(PY) -m bench.fanout
 
 # The design payloads through a two-node Ray cluster, default Ray vs mmcodec registered.
 bench-ray: venv
@@ -94,6 +96,14 @@ bench-vllm: venv-vllm
 
 fuzz: venv
 	MMCODEC_FUZZ_EXAMPLES=100000 $(PY) -m pytest -q -p no:cacheprovider tests/security/test_fuzz.py
+
+# Crash-test the transports: senders and readers SIGKILLed at random (not part of `make test`).
+SOAK_MINUTES ?= 10
+soak: venv
+	$(PY) -m bench.soak --minutes $(SOAK_MINUTES)
+
+soak-ci: venv
+	$(PY) -m bench.soak --minutes 1
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

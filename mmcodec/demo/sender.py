@@ -24,12 +24,13 @@ from mmcodec.generated import multimodal as mm
 from mmcodec.transport import zmq as mmzmq
 from mmcodec.transport.shm import (
     DEFAULT_POOL_BYTES,
+    MAX_READERS,
     SEGMENT_DIR,
     SharedMemoryPool,
     SharedMemoryUnavailable,
 )
 
-__all__ = ["HEADER", "main", "run"]
+__all__ = ["HEADER", "fanout_header", "main", "run"]
 
 TIMEOUT_S: Final = 60.0
 """The longest the sender waits for the receiver (to start, or to report on a message)."""
@@ -44,37 +45,61 @@ class DemoError(Exception):
     """The receiver failed, went away or answered out of turn."""
 
 
+def fanout_header(readers: int) -> str:
+    """The table's header with several readers: send→decoded per reader, shared bytes."""
+    columns = " ".join(f"{f'r{reader} µs':>9}" for reader in range(readers))
+    return (
+        f"{'payload':<20} {'MB':>8} {'frames':>6} {'encode µs':>10} {'shm MB':>7} "
+        f"{columns}  verified"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     name: str
     wire_bytes: int
     frames: int
     encode_ns: float
-    latency_ns: float
+    latency_ns: list[float]
+    """Median send→decoded of each reader."""
+    shared_bytes: float
+    """Median bytes of each message that a reader decoded from shared memory."""
     ok: bool
     detail: str
 
     def format(self, marks: tuple[str, str]) -> str:
-        gbps = self.wire_bytes / self.latency_ns if self.latency_ns > 0 else float("nan")
-        return (
+        mark = marks[0] if self.ok else marks[1]
+        start = (
             f"{self.name:<20} {self.wire_bytes / 1e6:>8.2f} {self.frames:>6} "
-            f"{self.encode_ns / 1e3:>10.1f} {self.latency_ns / 1e3:>16.1f} {gbps:>6.2f}  "
-            f"{marks[0] if self.ok else marks[1]}"
+            f"{self.encode_ns / 1e3:>10.1f}"
         )
+        if len(self.latency_ns) > 1:
+            readers = " ".join(f"{latency / 1e3:>9.1f}" for latency in self.latency_ns)
+            return f"{start} {self.shared_bytes / 1e6:>7.2f} {readers}  {mark}"
+        latency = self.latency_ns[0]
+        gbps = self.wire_bytes / latency if latency > 0 else float("nan")
+        return f"{start} {latency / 1e3:>16.1f} {gbps:>6.2f}  {mark}"
 
 
-class _Receiver:
-    """The receiver process and the sender's two sockets to it."""
+class _Receivers:
+    """The receiver processes and the sender's two sockets to them: PUSH to one receiver,
+    XPUB to several (each message to all of them), and one PULL for every report."""
 
-    def __init__(self, transport: str, directory: str, expect_seed_offset: int, shm: bool) -> None:
+    def __init__(
+        self, transport: str, directory: str, expect_seed_offset: int, shm: bool, readers: int
+    ) -> None:
+        self.readers = readers
         self.context: zmq.Context[Any] = zmq.Context()
-        self.data = self.context.socket(zmq.PUSH)
+        self.data = self.context.socket(zmq.PUSH if readers == 1 else zmq.XPUB)
         self.reports = self.context.socket(zmq.PULL)
-        self.process: subprocess.Popen[bytes] | None = None
+        self.processes: list[subprocess.Popen[bytes]] = []
         try:
             for socket in (self.data, self.reports):
                 socket.setsockopt(zmq.SNDTIMEO, int(TIMEOUT_S * 1000))
                 socket.setsockopt(zmq.LINGER, 0)
+            if readers > 1:
+                self.data.setsockopt(zmq.XPUB_VERBOSE, 1)  # one subscription per reader
+                self.data.setsockopt(zmq.SNDHWM, 0)  # a PUB drops at its mark: keep all
             self.endpoints = [
                 _bind(self.data, transport, directory, "data"),
                 _bind(self.reports, transport, directory, "reports"),
@@ -83,52 +108,76 @@ class _Receiver:
             roots = {str(Path(mmcodec.__file__ or "").resolve().parents[1])}
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join([*sorted(roots), env.get("PYTHONPATH", "")])
-            command = [sys.executable, "-m", "mmcodec.demo.receiver", *self.endpoints]
-            if expect_seed_offset:
-                command.append(f"--expect-seed-offset={expect_seed_offset}")
-            if shm:
-                command.append("--shm")
-            self.process = subprocess.Popen(command, env=env)
+            for reader in range(readers):
+                command = [sys.executable, "-m", "mmcodec.demo.receiver", *self.endpoints]
+                command += [f"--sender-pid={os.getpid()}", f"--reader={reader}"]
+                command.append(f"--readers={readers}")
+                if expect_seed_offset:
+                    command.append(f"--expect-seed-offset={expect_seed_offset}")
+                if shm:
+                    command.append("--shm")
+                self.processes.append(subprocess.Popen(command, env=env))
+            if readers > 1:
+                self._subscribed()
         except BaseException:
             self.close()
             raise
 
     @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
+    def pids(self) -> list[int]:
+        return [process.pid for process in self.processes]
+
+    def _subscribed(self) -> None:
+        """Wait until every reader's SUB socket subscribed: a PUB sends to subscribers only."""
+        for _ in range(self.readers):
+            deadline = time.monotonic() + TIMEOUT_S
+            while not self.data.poll(100):
+                self._check_alive()
+                if time.monotonic() > deadline:
+                    raise DemoError(f"a receiver did not subscribe in {TIMEOUT_S:.0f} s")
+            if self.data.recv()[:1] != b"\x01":
+                raise DemoError("a receiver unsubscribed")
 
     def announce(self, name: str, seed: int, repeat: int) -> None:
         self.data.send(ENCODER.encode(Announce(name, seed, repeat)))
-        report = self.report()
-        if not isinstance(report, Ready):
-            raise DemoError(f"receiver answered {report!r} to an announcement")
+        for _ in range(self.readers):
+            report = self.report()
+            if not isinstance(report, Ready):
+                raise DemoError(f"receiver answered {report!r} to an announcement")
 
-    def result(self) -> Result:
-        report = self.report()
-        if not isinstance(report, Result):
-            raise DemoError(f"receiver answered {report!r} instead of a result")
-        return report
+    def results(self) -> list[Result]:
+        """One result from every reader, in reader order."""
+        found: dict[int, Result] = {}
+        while len(found) < self.readers:
+            report = self.report()
+            if not isinstance(report, Result) or report.reader in found:
+                raise DemoError(f"receiver answered {report!r} instead of a result")
+            found[report.reader] = report
+        return [found[reader] for reader in range(self.readers)]
 
     def report(self) -> Ready | Result:
         deadline = time.monotonic() + TIMEOUT_S
-        assert self.process is not None
         while not self.reports.poll(100):
-            if self.process.poll() is not None:
-                raise DemoError(f"receiver exited with status {self.process.returncode}")
+            self._check_alive()
             if time.monotonic() > deadline:
-                raise DemoError(f"no word from the receiver in {TIMEOUT_S:.0f} s")
+                raise DemoError(f"no word from the receivers in {TIMEOUT_S:.0f} s")
         return REPORT_DECODER.decode(self.reports.recv())
 
+    def _check_alive(self) -> None:
+        for process in self.processes:
+            if process.poll() is not None:
+                raise DemoError(f"receiver exited with status {process.returncode}")
+
     def stop(self) -> int:
-        assert self.process is not None
+        """Stop every receiver; the worst exit status."""
         self.data.send(ENCODER.encode(Stop()))
-        return self.process.wait(TIMEOUT_S)
+        return max(abs(process.wait(TIMEOUT_S)) for process in self.processes)
 
     def close(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
         self.data.close()
         self.reports.close()
         self.context.term()
@@ -144,7 +193,7 @@ def _bind(socket: zmq.Socket[Any], transport: str, directory: str, name: str) ->
 
 
 def _measure(
-    receiver: _Receiver,
+    receivers: _Receivers,
     payload: DemoPayload,
     seed: int,
     repeat: int,
@@ -161,23 +210,26 @@ def _measure(
         mm.encode(value, type=payload.type)
         encode_ns.append(time.perf_counter_ns() - start)
 
-    receiver.announce(payload.name, seed, repeat)
-    latencies = []
+    receivers.announce(payload.name, seed, repeat)
+    latencies: list[list[int]] = [[] for _ in range(receivers.readers)]
+    shared = []
     problems = []
     for _ in range(repeat):
         # CLOCK_MONOTONIC: one clock for every process of the machine (see the docstring).
         sent_ns = time.monotonic_ns()
-        mmzmq.send(receiver.data, mm, value, type=payload.type, shm=pool)
-        result = receiver.result()
-        latencies.append(result.decoded_ns - sent_ns)
-        if not result.ok:
-            problems.append(result.detail)
+        mmzmq.send(receivers.data, mm, value, type=payload.type, shm=pool)
+        for result in receivers.results():
+            latencies[result.reader].append(result.decoded_ns - sent_ns)
+            shared.append(result.shared_bytes)
+            if not result.ok:
+                problems.append(result.detail)
     return Row(
         payload.name,
         wire_bytes,
         n_frames,
         statistics.median(encode_ns),
-        statistics.median(latencies),
+        [statistics.median(samples) for samples in latencies],
+        statistics.median(shared),
         not problems,
         problems[0] if problems else "",
     )
@@ -200,31 +252,42 @@ def run(
     out: TextIO | None = None,
     expect_seed_offset: int = 0,
     shm: bool = False,
+    readers: int = 1,
 ) -> int:
-    """Send ``names`` to a fresh receiver process and print the table.
+    """Send ``names`` to fresh receiver processes and print the table.
 
-    Returns 0 when every message was verified, 1 on any mismatch, 2 when the receiver
+    Returns 0 when every message was verified, 1 on any mismatch, 2 when a receiver
     failed. Payload ``i`` of the full list is built from ``seed + i`` on both sides.
-    ``shm`` sends frames of 64 KiB and more through a shared-memory pool (the receiver
-    attaches it) instead of the socket.
+    ``shm`` sends frames of 64 KiB and more through a shared-memory pool (the receivers
+    attach it) instead of the socket. ``readers`` > 1 starts that many receivers behind
+    a PUB socket: each message is sent once, and with ``shm`` copied once, for all.
     """
     out = sys.stdout if out is None else out
     marks = _marks(out)
-    header = HEADER if marks[0] == "✓" else HEADER.replace("µ", "u").replace("→", "->")
+    header = HEADER if readers == 1 else fanout_header(readers)
+    if marks[0] != "✓":
+        header = header.replace("µ", "u").replace("→", "->")
     seeds = {name: seed + index for index, name in enumerate(DEMO_PAYLOADS)}
     rows: list[Row] = []
-    pool = _open_pool(out) if shm else None
+    pool = _open_pool(out, readers) if shm else None
     if shm and pool is None:
         return 0
     with (
         tempfile.TemporaryDirectory(prefix="mmcodec-demo-") as directory,
         pool if pool is not None else contextlib.nullcontext(),
     ):
-        receiver = _Receiver(transport, directory, expect_seed_offset, shm)
+        receiver = _Receivers(transport, directory, expect_seed_offset, shm, readers)
         try:
-            via = " + shared memory (frames ≥ 64 KiB)" if shm else ""
+            copies = f", one copy for {readers} readers" if readers > 1 else ""
+            via = f" + shared memory {pool.name} (frames ≥ 64 KiB{copies})" if pool else ""
+            if readers == 1:
+                to = f"receiver pid {receiver.pids[0]}"
+            else:
+                to = f"{readers} receivers (pids {', '.join(map(str, receiver.pids))}) via PUB"
+            if marks[0] != "✓":
+                via = via.replace("≥", ">=")
             print(
-                f"mmcodec demo: {len(names)} payloads to receiver pid {receiver.pid} "
+                f"mmcodec demo: {len(names)} payloads to {to} "
                 f"over {receiver.endpoints[0]}{via}, {repeat} messages each (medians)",
                 file=out,
             )
@@ -248,15 +311,16 @@ def run(
     if failed:
         print(f"{len(failed)} of {len(rows)} payloads did not arrive intact", file=out)
         return 1
+    by = "the receiver" if readers == 1 else f"each of the {readers} receivers"
     print(
-        f"all {len(rows)} payloads ({total / 1e6:.1f} MB) verified by the receiver against "
+        f"all {len(rows)} payloads ({total / 1e6:.1f} MB) verified by {by} against "
         "values it rebuilt from the same seeds",
         file=out,
     )
     return 0
 
 
-def _open_pool(out: TextIO) -> SharedMemoryPool | None:
+def _open_pool(out: TextIO, readers: int) -> SharedMemoryPool | None:
     """A pool that fits this machine's /dev/shm, or None (said on ``out``) when there is none.
 
     The pool sends what does not fit through ZMQ, so a small /dev/shm (64 MB in a default
@@ -265,7 +329,7 @@ def _open_pool(out: TextIO) -> SharedMemoryPool | None:
     try:
         stats = os.statvfs(SEGMENT_DIR)
         free = stats.f_bavail * stats.f_frsize
-        return SharedMemoryPool(size=min(DEFAULT_POOL_BYTES, free // 2))
+        return SharedMemoryPool(size=min(DEFAULT_POOL_BYTES, free // 2), readers=readers)
     except (SharedMemoryUnavailable, OSError, ValueError) as e:
         print(f"shared memory is not available here ({e}): skipped the --shm run", file=out)
         return None
@@ -283,6 +347,12 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         action="store_true",
         help="send frames of 64 KiB and more through shared memory (Linux, same host)",
     )
+    parser.add_argument(
+        "--readers",
+        type=int,
+        default=1,
+        help="receiver processes; more than 1: each message to all of them over PUB/SUB",
+    )
     parser.add_argument("--repeat", type=int, default=5, help="messages per payload (median)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
@@ -296,6 +366,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if not 1 <= args.readers <= MAX_READERS:
+        parser.error(f"--readers must be in 1..{MAX_READERS}")
     names = args.payload or (list(QUICK) if args.quick else list(DEMO_PAYLOADS))
     return run(
         names,
@@ -305,4 +377,5 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         out=out,
         expect_seed_offset=args.expect_seed_offset,
         shm=args.shm,
+        readers=args.readers,
     )

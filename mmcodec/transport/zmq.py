@@ -61,8 +61,12 @@ Shared memory (same host, opt-in on both sides)
     you like after ``send`` returns (the tracker covers only what ZMQ still reads).
     ``recv(..., shm=attacher)`` with a :class:`~mmcodec.transport.shm.SharedMemoryAttacher`
     decodes tensors that view the shared pages; without one a control part is a
-    DecodeError, so a default receiver never opens a file a peer names. Read
-    :mod:`mmcodec.transport.shm` for the trust this requires and the release protocol.
+    DecodeError, so a default receiver never opens a file a peer names. Fan-out: a pool
+    made with ``readers=N`` and a PUB (or XPUB) socket with N SUB subscribers, each
+    receiving with ``SharedMemoryAttacher(reader=i)``: one copy into shared memory, N
+    readers of it; a region is reused once all N released it (or are gone, skipped the
+    message, or outlived the pool's lease). Read :mod:`mmcodec.transport.shm` for the
+    trust this requires and the release protocol.
 
 Sockets are not thread-safe; neither are :class:`Sender` objects. The encode and
 decode functions hold no shared state, so threads with their own sockets may share a
@@ -71,6 +75,7 @@ codec.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -267,13 +272,15 @@ def _decode(
             "the message holds frames in shared memory, but shared memory is not enabled "
             "on this receiver (pass shm=SharedMemoryAttacher() to accept them)"
         )
+    handled = sys.exc_info()[1]  # the caller's own exception, if it calls us in an except
     frames = shm.frames(first, parts[1:], limits)
     try:
         decoded = codec.decode(frames, type, copy=copy, limits=limits)
     except Exception as e:
-        # Release the shared regions now: the traceback would keep views of them.
+        # Release the shared regions now: the traceback would keep views of them. Only
+        # what this decode created: the walk stops at the caller's exception.
         frames.clear()
-        drop_locals(e)
+        drop_locals(e, handled)
         raise
     return decoded
 

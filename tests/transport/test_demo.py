@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
 import re
+import subprocess
+import sys
+from typing import Final
 
 import pytest
 import torch
@@ -11,7 +15,7 @@ import torch
 from mmcodec.demo import sender
 from mmcodec.demo.payloads import DEMO_PAYLOADS, QUICK, llava_feature_spec
 from mmcodec.demo.receiver import describe_difference
-from mmcodec.demo.sender import HEADER, main
+from mmcodec.demo.sender import HEADER, fanout_header, main
 from mmcodec.generated import multimodal as mm
 from mmcodec.transport.shm import SharedMemoryUnavailable
 
@@ -50,7 +54,7 @@ def test_quick_demo_with_shared_memory_verifies_every_payload() -> None:
     lines = out.getvalue().splitlines()
     assert re.fullmatch(
         r"mmcodec demo: 4 payloads to receiver pid \d+ over ipc://\S+/data "
-        r"\+ shared memory \(frames ≥ 64 KiB\), 2 messages each \(medians\)",
+        r"\+ shared memory mmcodec-[0-9a-f]{32} \(frames ≥ 64 KiB\), 2 messages each \(medians\)",
         lines[0],
     )
     assert [line[:20].strip() for line in lines[2:6]] == list(QUICK)
@@ -146,3 +150,74 @@ def test_describe_difference_names_the_first_difference() -> None:
     other = llava_feature_spec(1)
     other.mm_position = mm.PlaceholderRange(offset=6, length=576)
     assert describe_difference(spec, other) == "$.mm_position.offset: 5, expected 6"
+
+
+def test_quick_demo_fans_out_one_copy_to_four_readers() -> None:
+    out = io.StringIO()
+    assert main(["--quick", "--repeat", "2", "--shm", "--readers", "4"], out=out) == 0
+    lines = out.getvalue().splitlines()
+    assert re.fullmatch(
+        r"mmcodec demo: 4 payloads to 4 receivers \(pids \d+, \d+, \d+, \d+\) via PUB over "
+        r"ipc://\S+/data \+ shared memory mmcodec-[0-9a-f]{32} \(frames ≥ 64 KiB, one copy for "
+        r"4 readers\), 2 messages each \(medians\)",
+        lines[0],
+    )
+    assert lines[1] == fanout_header(4)
+    assert lines[1].split() == [
+        "payload", "MB", "frames", "encode", "µs", "shm", "MB",
+        "r0", "µs", "r1", "µs", "r2", "µs", "r3", "µs", "verified",
+    ]  # fmt: skip
+    rows = {line[:20].strip(): line[20:].split() for line in lines[2:6]}
+    assert list(rows) == list(QUICK)
+    assert all(row[-1] == "✓" and len(row) == 9 for row in rows.values())
+    # MB, frames, encode µs, shm MB: the image lies in shared memory for every reader
+    assert rows["llava"][3] == rows["llava feature spec"][3] == "0.68"
+    assert rows["64 small items"][3] == "0.00"  # nothing large: all through ZMQ
+    assert lines[6].startswith("all 4 payloads (") and "each of the 4 receivers" in lines[6]
+
+
+ORPHAN: Final = """
+import ctypes, json, os, re, signal, subprocess, sys, time
+ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come to us, to be waited for
+demo = subprocess.Popen(
+    [sys.executable, "-m", "mmcodec.demo", "--shm", "--payload", "qwen2.5-vl", "--repeat", "5000"],
+    stdout=subprocess.PIPE, text=True,
+)
+first = demo.stdout.readline()
+pid = int(re.search(r"receiver pid (\\d+)", first).group(1))
+segment = "/dev/shm/" + re.search(r"(mmcodec-[0-9a-f]{32})", first).group(1)
+def attached():
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == segment:
+                return True
+        except OSError:  # closed meanwhile
+            pass
+    return False
+deadline = time.monotonic() + 60
+while not attached():  # messages flow once the receiver has the segment open
+    assert time.monotonic() < deadline, "the receiver never attached the segment"
+    time.sleep(0.05)
+time.sleep(0.5)
+os.kill(demo.pid, signal.SIGKILL)
+killed = time.monotonic()
+demo.wait()
+_, status = os.waitpid(pid, 0)  # the receiver, orphaned, is ours now
+print(json.dumps({
+    "status": os.waitstatus_to_exitcode(status),
+    "seconds": time.monotonic() - killed,
+    "segment left": os.path.exists(segment),
+}))
+"""
+
+
+def test_an_orphaned_receiver_says_so_and_exits_when_its_sender_is_killed() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", ORPHAN], capture_output=True, text=True, timeout=100
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["status"] == 3, done.stderr
+    assert report["seconds"] < 10  # it checks every 0.5 s; the rest is its exit
+    assert not report["segment left"]  # the receiver removed the dead sender's file
+    assert re.search(r"receiver 0: the sender \(pid \d+\) is gone; exiting", done.stderr)

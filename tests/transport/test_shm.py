@@ -130,7 +130,8 @@ def test_the_wire_is_control_then_header_then_zmq_frames(
     assert len(parts) == 3  # control, header, the small frame
     assert parts[0][:8] == b"\xc1mmc-shm"
     control = msgspec.msgpack.decode(parts[0][8:])
-    assert control == [1, pool.name, [[0, 0, 4 * BIG], None]]  # ticket, offset, length
+    # version, segment, sequence, then per frame: ticket, generation, offset, length
+    assert control == [2, pool.name, 1, [[0, 1, 0, 4 * BIG], None]]
     assert parts[1:] == [bytes(frames[0]), bytes(frames[2])]
 
 
@@ -383,8 +384,8 @@ def test_at_most_max_segments_stay_mapped(sockets: Sockets) -> None:
 # -- hostile control parts ------------------------------------------------------------------
 
 
-def control(segment: str, frames: list[Any], version: int = 1) -> bytes:
-    return shm.MARKER + msgspec.msgpack.encode([version, segment, frames])
+def control(segment: str, frames: list[Any], version: int = 2, sequence: int = 1) -> bytes:
+    return shm.MARKER + msgspec.msgpack.encode([version, segment, sequence, frames])
 
 
 def header_of(value: mm.MultiModalKwargsItem) -> bytes:
@@ -447,7 +448,7 @@ def test_a_receiver_without_an_attacher_opens_nothing(
 def test_segment_names_must_match_the_exact_pattern(
     hostile: tuple[zmq.Socket[Any], zmq.Socket[Any]], attacher: SharedMemoryAttacher, name: str
 ) -> None:
-    parts = [control(name, [[0, 0, 8]]), header_of(item(x=torch.ones(2)))]
+    parts = [control(name, [[0, 1, 0, 8]]), header_of(item(x=torch.ones(2)))]
     assert rejected(hostile, parts, attacher) == (
         f"$: shared memory segment name {name!r} is not 'mmcodec-' and 32 hex digits"
     )
@@ -458,7 +459,7 @@ def test_a_missing_segment(
     hostile: tuple[zmq.Socket[Any], zmq.Socket[Any]], attacher: SharedMemoryAttacher
 ) -> None:
     name = "mmcodec-" + secrets.token_hex(16)
-    parts = [control(name, [[0, 0, 8]]), header_of(item(x=torch.ones(2)))]
+    parts = [control(name, [[0, 1, 0, 8]]), header_of(item(x=torch.ones(2)))]
     assert rejected(hostile, parts, attacher) == (
         f"$: shared memory segment {name} does not exist (its sender closed it?)"
     )
@@ -483,7 +484,7 @@ def test_a_symlink_is_not_followed(
     target = tmp_path / "secret"
     target.write_bytes(b"s" * 65536)
     os.symlink(target, f"/dev/shm/{planted}")
-    parts = [control(planted, [[0, 0, 8]]), header_of(item(x=torch.ones(2)))]
+    parts = [control(planted, [[0, 1, 0, 8]]), header_of(item(x=torch.ones(2)))]
     assert rejected(hostile, parts, attacher) == (
         f"$: cannot open shared memory segment {planted}: Too many levels of symbolic links"
     )
@@ -505,7 +506,7 @@ def test_a_file_that_is_not_a_segment(
 ) -> None:
     with open(f"/dev/shm/{planted}", "wb") as file:
         file.write(content)
-    parts = [control(planted, [[0, 0, 8]]), header_of(item(x=torch.ones(2)))]
+    parts = [control(planted, [[0, 1, 0, 8]]), header_of(item(x=torch.ones(2)))]
     found = rejected(hostile, parts, attacher)
     assert found.startswith("$: ") and found.endswith(message), found
     assert attacher.mapped() == {}
@@ -514,13 +515,13 @@ def test_a_file_that_is_not_a_segment(
 @pytest.mark.parametrize(
     ("frame", "message"),
     [
-        ([4096, 0, 64], "frame 1: ticket 4096 outside 0..4095 of segment {name}"),
-        ([-1, 0, 64], "frame 1: ticket -1 outside 0..4095 of segment {name}"),
-        ([0, 64 << 20, 64], "frame 1: 64 bytes at offset 67108864 lie outside the"),
-        ([0, (64 << 20) - 32, 64], "frame 1: 64 bytes at offset 67108832 lie outside the"),
-        ([0, 0, (64 << 20) + 1], "frame 1: 67108865 bytes at offset 0 lie outside the"),
-        ([0, -64, 64], "frame 1: 64 bytes at offset -64 lie outside the"),
-        ([0, 64, -1], "frame 1: -1 bytes at offset 64 lie outside the"),
+        ([4096, 1, 0, 64], "frame 1: ticket 4096 outside 0..4095 of segment {name}"),
+        ([-1, 1, 0, 64], "frame 1: ticket -1 outside 0..4095 of segment {name}"),
+        ([0, 1, 64 << 20, 64], "frame 1: 64 bytes at offset 67108864 lie outside the"),
+        ([0, 1, (64 << 20) - 32, 64], "frame 1: 64 bytes at offset 67108832 lie outside the"),
+        ([0, 1, 0, (64 << 20) + 1], "frame 1: 67108865 bytes at offset 0 lie outside the"),
+        ([0, 1, -64, 64], "frame 1: 64 bytes at offset -64 lie outside the"),
+        ([0, 1, 64, -1], "frame 1: -1 bytes at offset 64 lie outside the"),
     ],
 )
 def test_out_of_range_tickets_offsets_and_lengths(
@@ -544,17 +545,17 @@ def test_out_of_range_tickets_offsets_and_lengths(
             "malformed shared memory control part (Input data was truncated)",
         ),
         (
-            lambda name: control(name, [[0, 0, 64]])[:-3],
+            lambda name: control(name, [[0, 1, 0, 64]])[:-3],
             "malformed shared memory control part (Input data was truncated)",
         ),
         (
-            lambda name: control(name, [[0, 0, 64]], version=2),
-            "shared memory control version 2 is not supported (this receiver reads version 1)",
+            lambda name: control(name, [[0, 1, 0, 64]], version=1),
+            "shared memory control version 1 is not supported (this receiver reads version 2)",
         ),
         (
             lambda name: control(name, ["x"]),
             "malformed shared memory control part (Expected `array | null`, got `str` - at "
-            "`$[2][0]`)",
+            "`$[3][0]`)",
         ),
         (
             lambda name: control(name, [None, None]),
@@ -584,4 +585,4 @@ def test_limits_bound_the_control_part(
     found = rejected(hostile, parts, attacher, limits=mm.Limits(max_frames=8))
     assert found == "$: 21 frames exceed the limit of 8"
     found = rejected(hostile, parts, attacher, limits=mm.Limits(max_header_bytes=16))
-    assert found == "$: control part of 67 bytes exceeds the limit of 16"
+    assert found == "$: control part of 68 bytes exceeds the limit of 16"

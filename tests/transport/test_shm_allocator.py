@@ -36,9 +36,11 @@ class Receiver:
     def __init__(self, pool: SharedMemoryPool) -> None:
         with open(pool.path, "r+b") as file:
             self._mapping = mmap.mmap(file.fileno(), 0)
+        self._states = pool._layout.states
+        self._readers = pool.readers
 
-    def release(self, ticket: int) -> None:
-        self._mapping[64 + ticket] = 1
+    def release(self, ticket: int, reader: int = 0) -> None:
+        self._mapping[self._states + ticket * self._readers + reader] = 1
 
     def close(self) -> None:
         self._mapping.close()
@@ -163,7 +165,7 @@ def test_the_segment_is_a_private_file_in_dev_shm(pool: SharedMemoryPool) -> Non
     info = os.stat(pool.path)
     assert info.st_mode & 0o777 == 0o600
     assert info.st_uid == os.geteuid()
-    # header, 8 release bytes, then the data area on its own page
+    # header, a reader slot, 8 generations and 8 release bytes, then the data on its own page
     assert info.st_size == mmap.PAGESIZE + pool.size
     assert pool.size == 64 * ALIGNMENT
     assert repr(pool) == f"<SharedMemoryPool {pool.name} 4,096 bytes, 0 in flight>"
@@ -273,9 +275,9 @@ def test_a_full_dev_shm_is_a_clear_error_and_leaves_no_file(
     with pytest.raises(OSError) as caught:
         SharedMemoryPool(1 << 20)
     assert caught.value.errno == errno.ENOSPC
-    # 1 MiB of data after two pages (header and 4096 release bytes)
+    # 1 MiB of data after ten pages (header, a reader slot, 4096 generations and release bytes)
     assert str(caught.value) == (
-        "[Errno 28] cannot reserve 1,056,768 bytes in /dev/shm (No space left on device); "
+        "[Errno 28] cannot reserve 1,089,536 bytes in /dev/shm (No space left on device); "
         "pass a smaller size= or give /dev/shm more room"
     )
     assert not os.path.exists("/dev/shm/mmcodec-" + "ab" * 16)

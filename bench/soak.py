@@ -1,0 +1,471 @@
+"""``python -m bench.soak`` (``make soak``, ``make soak-ci``): the transports under SIGKILL.
+
+``make soak`` runs 10 minutes (``--minutes``), ``make soak-ci`` one.
+
+Three cells run side by side, each a sender process and its reader processes (fresh
+interpreters started with :mod:`subprocess`; arguments on the command line, reports as
+JSON over ZMQ: nothing is pickled):
+
+- ``ipc``: PUSH -> PULL over ``ipc://``, no shared memory, one reader;
+- ``shm1``: the same with a one-reader :class:`~mmcodec.transport.shm.SharedMemoryPool`;
+- ``shm4``: XPUB -> 4 SUB readers with a ``readers=4`` pool (fan-out).
+
+Senders send a mix of the realistic payloads (LLaVA, Whisper, Idefics3, MiniCPM-V,
+Qwen2.5-VL, 64 small items), each tagged with its sequence number, payload and seed;
+readers rebuild the expected value from the tag and compare with the domain classes'
+strict ``==``. At random intervals the orchestrator SIGKILLs a random mortal process and
+starts it again (every sender but ``ipc``'s, every reader but each cell's reader 0, which
+stay up so their memory can be followed over the whole run).
+
+Every worker reports each half second: messages sent / verified / mismatched / rejected
+(a ``DecodeError``: a message whose sender died, whose segment was swept, or whose frame
+was revoked; expected around kills, never a wrong value), its resident memory without
+mapped shared memory (``RssAnon + RssFile`` of ``/proc/self/status``: the shared pages a
+reader has touched are the sender's, and counted there), and, for senders, the pool's
+occupancy. The run fails (exit status 1) when any value was wrong, a worker died of
+anything but our SIGKILL, a cell verified nothing, a process that lived through the run
+grew by more than 10 % after the warm-up, or a segment file of the run is left in
+``/dev/shm`` at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import torch
+import zmq
+
+from mmcodec.generated import multimodal as mm
+from mmcodec.payloads import PAYLOADS
+
+MIX: Final = ("llava", "whisper", "idefics3", "minicpm-v", "qwen2.5-vl", "64 small items")
+SEEDS: Final = 2
+"""Seeds per payload: readers build every expected value once, before they report."""
+RATE_HZ: Final = 8.0
+"""Messages per second per sender: enough to fill pools, little enough for a shared host."""
+POOL_BYTES: Final = 64 << 20
+REPORT_S: Final = 0.5
+STARTUP_S: Final = 180.0
+KILL_EVERY_S: Final = (2.0, 6.0)
+"""Seconds between two kills (uniform): each kill costs a restart, a few seconds of CPU."""
+GROWTH: Final = 0.10
+CELLS: Final = {"ipc": 1, "shm1": 1, "shm4": 4}
+STEADY: Final = {("ipc", "sender"), ("ipc", "reader0"), ("shm1", "reader0"), ("shm4", "reader0")}
+
+
+def _memory() -> int:
+    """Resident bytes without shared memory: RssAnon + RssFile."""
+    fields = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(("RssAnon:", "RssFile:")):
+                name, value, _ = line.split()
+                fields[name] = int(value) * 1024
+    return sum(fields.values())
+
+
+def _tagged(index: int, seed: int, sequence: int) -> mm.MultiModalKwargsItems:
+    value = PAYLOADS[MIX[index]](seed)
+    tag = torch.tensor([sequence, index, seed], dtype=torch.int64)
+    value["soak"] = [
+        mm.MultiModalKwargsItem({"tag": mm.MultiModalFieldElem(tag, mm.BatchedField())})
+    ]
+    return value
+
+
+def _tag_of(value: mm.MultiModalKwargsItems) -> torch.Tensor:
+    item = value["soak"][0]
+    assert item is not None
+    tag = item["tag"].data
+    assert isinstance(tag, torch.Tensor)
+    return tag
+
+
+# -- workers ----------------------------------------------------------------------------------
+
+
+def _sender(cell: str, data: str, stats: str, stop: list[bool]) -> int:
+    from mmcodec.transport import zmq as mmzmq
+    from mmcodec.transport.shm import SharedMemoryPool
+
+    readers = CELLS[cell]
+    context: zmq.Context[Any] = zmq.Context()
+    socket = context.socket(zmq.PUSH if readers == 1 else zmq.XPUB)
+    socket.setsockopt(zmq.SNDTIMEO, 1000)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.bind(data)
+    report = context.socket(zmq.PUSH)
+    report.setsockopt(zmq.LINGER, 1000)
+    report.connect(stats)
+    pool = None if cell == "ipc" else SharedMemoryPool(POOL_BYTES, readers=readers)
+    values = [[_tagged(i, s, 0) for s in range(SEEDS)] for i in range(len(MIX))]
+    tags = [[_tag_of(v) for v in row] for row in values]
+    rng = random.Random(os.getpid())
+    sent = timeouts = 0
+    sequence = 0
+    next_report = 0.0
+    try:
+        while not stop[0]:
+            index, seed = rng.randrange(len(MIX)), rng.randrange(SEEDS)
+            value = values[index][seed]
+            sequence += 1
+            tags[index][seed][0] = sequence  # inline in the header, copied at encode
+            try:
+                mmzmq.send(socket, mm, value, shm=pool, track=False)
+                sent += 1
+            except zmq.Again:  # PUSH with its reader dead: nobody to take it
+                timeouts += 1
+            if time.monotonic() >= next_report:
+                next_report = time.monotonic() + REPORT_S
+                occupancy = None if pool is None else [pool.in_flight, pool.size - pool.free_bytes]
+                report.send_json(
+                    {
+                        "cell": cell,
+                        "role": "sender",
+                        "pid": os.getpid(),
+                        "sent": sent,
+                        "timeouts": timeouts,
+                        "memory": _memory(),
+                        "occupancy": occupancy,
+                        "revoked": 0 if pool is None else pool.revoked,
+                        "segment": None if pool is None else pool.name,
+                    }
+                )
+            time.sleep(rng.expovariate(RATE_HZ))
+    finally:
+        if pool is not None:
+            pool.close()
+        socket.close()
+        report.close()
+        context.term()
+    return 0
+
+
+def _reader(cell: str, index: int, data: str, stats: str, stop: list[bool]) -> int:
+    from mmcodec.transport import zmq as mmzmq
+    from mmcodec.transport.shm import SharedMemoryAttacher
+
+    readers = CELLS[cell]
+    expected = [[PAYLOADS[name](seed) for seed in range(SEEDS)] for name in MIX]
+    context: zmq.Context[Any] = zmq.Context()
+    socket = context.socket(zmq.PULL if readers == 1 else zmq.SUB)
+    socket.setsockopt(zmq.LINGER, 0)
+    if readers > 1:
+        socket.setsockopt(zmq.SUBSCRIBE, b"")
+    socket.connect(data)
+    report = context.socket(zmq.PUSH)
+    report.setsockopt(zmq.LINGER, 1000)
+    report.connect(stats)
+    attacher = None if cell == "ipc" else SharedMemoryAttacher(reader=index)
+    verified = mismatched = rejected = 0
+    problems: list[str] = []
+    next_report = 0.0
+    try:
+        while not stop[0]:
+            if socket.poll(100):
+                try:
+                    value = mmzmq.recv(socket, mm, mm.MultiModalKwargsItems, shm=attacher)
+                except mm.DecodeError as e:
+                    rejected += 1
+                    if len(problems) < 5:
+                        problems.append(str(e)[:200])
+                else:
+                    _, kind, seed = _tag_of(value).tolist()
+                    del value["soak"]
+                    if value == expected[kind][seed]:
+                        verified += 1
+                    else:
+                        mismatched += 1
+                        problems.append(f"wrong value for {MIX[kind]} seed {seed}")
+                    del value
+            if time.monotonic() >= next_report:
+                next_report = time.monotonic() + REPORT_S
+                if attacher is not None:
+                    attacher.orphaned()  # a killed sender's segment goes once we look
+                report.send_json(
+                    {
+                        "cell": cell,
+                        "role": f"reader{index}",
+                        "pid": os.getpid(),
+                        "verified": verified,
+                        "mismatched": mismatched,
+                        "rejected": rejected,
+                        "memory": _memory(),
+                        "problems": problems[-5:],
+                    }
+                )
+    finally:
+        if attacher is not None:
+            attacher.close()
+        socket.close()
+        report.close()
+        context.term()
+    return 0
+
+
+def _worker(argv: Sequence[str]) -> int:
+    stop = [False]
+
+    def stopping(*_: object) -> None:
+        stop[0] = True
+
+    signal.signal(signal.SIGTERM, stopping)
+    role, cell, data, stats = argv[:4]
+    if role == "sender":
+        return _sender(cell, data, stats, stop)
+    return _reader(cell, int(role.removeprefix("reader")), data, stats, stop)
+
+
+# -- the orchestrator -------------------------------------------------------------------------
+
+
+@dataclass
+class _Instance:
+    """One run of one worker (a restart is a new instance)."""
+
+    cell: str
+    role: str
+    process: subprocess.Popen[bytes]
+    started: float
+    killed: bool = False
+    reports: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def last(self) -> dict[str, Any]:
+        return self.reports[-1] if self.reports else {}
+
+
+class Soak:
+    def __init__(self, seconds: float, seed: int, out: Any) -> None:
+        self.seconds = seconds
+        self.warmup = min(60.0, seconds / 3)
+        self.rng = random.Random(seed)
+        self.out = out
+        self.directory = tempfile.TemporaryDirectory(prefix="mmcodec-soak-")
+        self.context: zmq.Context[Any] = zmq.Context()
+        self.stats = self.context.socket(zmq.PULL)
+        self.stats_endpoint = f"ipc://{self.directory.name}/stats"
+        self.stats.bind(self.stats_endpoint)
+        self.instances: list[_Instance] = []
+        self.current: dict[tuple[str, str], _Instance] = {}
+        self.segments: set[str] = set()
+        self.kills = 0
+        self.own_memory: list[int] = []
+
+    def endpoint(self, cell: str) -> str:
+        return f"ipc://{self.directory.name}/{cell}"
+
+    def start(self, cell: str, role: str) -> None:
+        root = str(Path(__file__).resolve().parents[1])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+        command = [sys.executable, "-m", "bench.soak", "--worker", role, cell]
+        command += [self.endpoint(cell), self.stats_endpoint]
+        process = subprocess.Popen(command, env=env, cwd=root)
+        instance = _Instance(cell, role, process, time.monotonic())
+        self.instances.append(instance)
+        self.current[(cell, role)] = instance
+
+    def roles(self) -> list[tuple[str, str]]:
+        return [
+            (c, r) for c, n in CELLS.items() for r in ["sender", *(f"reader{i}" for i in range(n))]
+        ]
+
+    def collect(self, until: float) -> None:
+        by_pid = {i.process.pid: i for i in self.instances}
+        while (wait := until - time.monotonic()) > 0:
+            if self.stats.poll(int(wait * 1000) + 1):
+                report = self.stats.recv_json()
+                assert isinstance(report, dict)
+                instance = by_pid.get(report["pid"])
+                if instance is not None:
+                    instance.reports.append(report)
+                    if report.get("segment"):
+                        self.segments.add(report["segment"])
+
+    def run(self) -> int:
+        for cell, role in self.roles():
+            self.start(cell, role)
+        # Nine interpreters importing torch on a small shared host take a while: the clock
+        # starts once every worker has reported.
+        deadline = time.monotonic() + STARTUP_S
+        while any(not i.reports for i in self.current.values()):
+            if time.monotonic() > deadline:
+                print(f"soak: workers did not start in {STARTUP_S:.0f} s", file=self.out)
+                return self.finish(failed=True)
+            self.collect(time.monotonic() + 0.5)
+        started = time.monotonic()
+        mortal = [key for key in self.roles() if key not in STEADY]
+        end = started + self.seconds
+        next_kill = started + self.rng.uniform(*KILL_EVERY_S)
+        next_memory = started
+        while time.monotonic() < end:
+            self.collect(min(end, next_kill, next_memory))
+            now = time.monotonic()
+            if now >= next_memory:
+                self.own_memory.append(_memory())
+                next_memory = now + 5
+            if now >= next_kill:
+                next_kill = now + self.rng.uniform(*KILL_EVERY_S)
+                ready = [key for key in mortal if self.current[key].reports]  # started up
+                if ready and now < end - 5:
+                    victim = self.current[self.rng.choice(ready)]
+                    if victim.process.poll() is None:
+                        os.kill(victim.process.pid, signal.SIGKILL)
+                        victim.process.wait()
+                        victim.killed = True
+                        self.kills += 1
+                        self.start(victim.cell, victim.role)
+            for key, instance in list(self.current.items()):
+                if instance.process.poll() is not None and not instance.killed:
+                    code = instance.process.returncode
+                    print(f"soak: {key} exited by itself with {code}", file=self.out)
+                    self.start(*key)
+        return self.finish()
+
+    def finish(self, *, failed: bool = False) -> int:
+        for instance in self.current.values():  # readers first, so senders' pools see them go
+            if instance.role != "sender" and instance.process.poll() is None:
+                instance.process.terminate()
+        self.collect(time.monotonic() + 2)
+        for instance in self.current.values():
+            if instance.role == "sender" and instance.process.poll() is None:
+                instance.process.terminate()
+        for instance in self.current.values():
+            try:
+                instance.process.wait(30)
+            except subprocess.TimeoutExpired:
+                instance.process.kill()
+                instance.process.wait()
+        self.collect(time.monotonic() + 1)
+        self.stats.close()
+        self.context.term()
+        self.directory.cleanup()
+        return 1 if failed else self.judge()
+
+    def judge(self) -> int:
+        out = self.out
+        failures: list[str] = []
+        print(
+            f"soak: {self.seconds:.0f} s, {self.kills} processes SIGKILLed and restarted", file=out
+        )
+        print(
+            f"{'cell':<6} {'sent':>8} {'verified (per reader)':>34} {'wrong':>6} {'rejected':>9}",
+            file=out,
+        )
+        for cell, readers in CELLS.items():
+            sent = sum(
+                i.last.get("sent", 0)
+                for i in self.instances
+                if i.cell == cell and i.role == "sender"
+            )
+            verified = [
+                sum(
+                    i.last.get("verified", 0)
+                    for i in self.instances
+                    if i.cell == cell and i.role == f"reader{r}"
+                )
+                for r in range(readers)
+            ]
+            wrong = sum(i.last.get("mismatched", 0) for i in self.instances if i.cell == cell)
+            rejected = sum(i.last.get("rejected", 0) for i in self.instances if i.cell == cell)
+            print(
+                f"{cell:<6} {sent:>8} {' / '.join(map(str, verified)):>34} "
+                f"{wrong:>6} {rejected:>9}",
+                file=out,
+            )
+            if wrong:
+                failures.append(f"{cell}: {wrong} wrong values")
+            if not all(verified):
+                failures.append(f"{cell}: a reader verified nothing")
+        for instance in self.instances:
+            status = instance.process.returncode
+            if not instance.killed and status not in (0, -signal.SIGTERM):
+                failures.append(
+                    f"{instance.cell} {instance.role} pid {instance.process.pid} "
+                    f"exited with {status}"
+                )
+            for problem in instance.last.get("problems", []):
+                if problem.startswith("wrong"):
+                    failures.append(f"{instance.cell} {instance.role}: {problem}")
+        print("resident memory without shared memory, MB (after warm-up -> end):", file=out)
+        for instance in self.instances:
+            if instance.killed or not instance.reports:
+                continue
+            after = [r for r in instance.reports if r["memory"]][
+                : max(1, int(self.warmup / REPORT_S))
+            ]
+            start, end = after[-1]["memory"], instance.last["memory"]
+            growth = (end - start) / start
+            verdict = "ok" if growth <= GROWTH else "GREW"
+            print(
+                f"  {instance.cell:<5} {instance.role:<8} pid {instance.process.pid:<8} "
+                f"{start / 1e6:8.1f} -> {end / 1e6:8.1f} ({growth:+.1%}) {verdict}",
+                file=out,
+            )
+            if growth > GROWTH:
+                failures.append(f"{instance.cell} {instance.role}: memory grew {growth:+.1%}")
+        if self.own_memory:
+            print(
+                f"  orchestrator {self.own_memory[0] / 1e6:.1f} -> {self.own_memory[-1] / 1e6:.1f}",
+                file=out,
+            )
+        for cell in ("shm1", "shm4"):
+            senders = [
+                i for i in self.instances if i.cell == cell and i.role == "sender" and i.reports
+            ]
+            peak = max(
+                (r["occupancy"][1] for i in senders for r in i.reports if r["occupancy"]), default=0
+            )
+            last = senders[-1].last if senders else {}
+            revoked = sum(i.last.get("revoked", 0) for i in senders)
+            print(
+                f"pool {cell}: peak {peak / 1e6:.1f} of {POOL_BYTES / 1e6:.0f} MB in use, at the "
+                f"end {last.get('occupancy')} (tickets, bytes), {revoked} revoked",
+                file=out,
+            )
+        left = sorted(name for name in self.segments if os.path.exists(f"/dev/shm/{name}"))
+        print(
+            f"/dev/shm: {len(self.segments)} segments made in the run, {len(left)} left", file=out
+        )
+        if left:
+            failures.append(f"segments left in /dev/shm: {left}")
+        for failure in failures:
+            print(f"FAIL {failure}", file=out)
+        print("soak: PASS" if not failures else "soak: FAIL", file=out)
+        return 1 if failures else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--worker"]:
+        return _worker(args[1:])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.soak", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=0)
+    options = parser.parse_args(args)
+    soak = Soak(options.minutes * 60, options.seed, sys.stdout)
+    try:
+        return soak.run()
+    except BaseException:
+        for instance in soak.instances:
+            with contextlib.suppress(OSError):
+                instance.process.kill()
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())
