@@ -314,13 +314,7 @@ class SchemaCodec:
 
     def _check_head(self, head: Any, named: NamedType) -> None:
         # ``head``: an EnvelopeHead, or a whole envelope decoded in one pass (same fields).
-        if head.magic != MAGIC:
-            raise DecodeError(f"frame 0 is not an mmcodec header (magic {head.magic!r})")
-        if head.wire_version != WIRE_VERSION:
-            raise DecodeError(
-                f"wire format version {head.wire_version} is not supported "
-                f"(this decoder reads version {WIRE_VERSION})"
-            )
+        check_format(head)
         if head.schema != self.schema or head.major != self.major:
             raise DecodeError(
                 f"message is from schema {head.schema!r} major version {head.major}; "
@@ -328,6 +322,17 @@ class SchemaCodec:
             )
         if head.root != named.name:
             raise DecodeError(f"message holds a {head.root}, not a {named.name}")
+
+
+def check_format(head: Any) -> None:
+    """An envelope's magic and wire version (``head``: any object with those fields)."""
+    if head.magic != MAGIC:
+        raise DecodeError(f"frame 0 is not an mmcodec header (magic {head.magic!r})")
+    if head.wire_version != WIRE_VERSION:
+        raise DecodeError(
+            f"wire format version {head.wire_version} is not supported "
+            f"(this decoder reads version {WIRE_VERSION})"
+        )
 
 
 def codec_of(module: ModuleType) -> SchemaCodec:

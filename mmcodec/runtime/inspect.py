@@ -30,14 +30,12 @@ import msgspec
 import torch
 
 from mmcodec.runtime import framing
-from mmcodec.runtime.codec import SchemaCodec
+from mmcodec.runtime.codec import SchemaCodec, check_format
 from mmcodec.runtime.dtypes import BY_NAME
 from mmcodec.runtime.errors import DecodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 from mmcodec.runtime.tensors import RunError, build_tensors, check_refs, check_runs
 from mmcodec.runtime.wire import (
-    MAGIC,
-    WIRE_VERSION,
     Envelope,
     EnvelopeHead,
     IntLeaf,
@@ -150,13 +148,7 @@ def _envelope(header: memoryview) -> Envelope:
         head = _HEAD.decode(header)
     except (msgspec.DecodeError, UnicodeDecodeError) as e:
         raise DecodeError(f"frame 0 is not an mmcodec header ({e})") from None
-    if head.magic != MAGIC:
-        raise DecodeError(f"frame 0 is not an mmcodec header (magic {head.magic!r})")
-    if head.wire_version != WIRE_VERSION:
-        raise DecodeError(
-            f"wire format version {head.wire_version} is not supported "
-            f"(this decoder reads version {WIRE_VERSION})"
-        )
+    check_format(head)
     try:
         return _ENVELOPE.decode(header)
     except (msgspec.DecodeError, UnicodeDecodeError) as e:

@@ -83,6 +83,10 @@ def main(argv: list[str]) -> int:
         configure(socket)
         socket.connect(endpoint)
         attacher = SharedMemoryAttacher()
+        # Imports done: from here a message is read at once. A reader that takes over a
+        # dead one's index must attach within the pool's grace (GONE_GRACE_S) of a send,
+        # so the test sends only after this (a loaded machine takes seconds to import torch).
+        _say("ready")
         _say(_receive(socket, attacher, plan, held))
         return _linger()
     elif role == "send":

@@ -13,10 +13,8 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any, Final
 
 import pytest
@@ -34,7 +32,7 @@ from mmcodec.transport.shm import (
 )
 from tests.transport._peers import TIMEOUT_MS
 from tests.transport._sockets import Sockets
-from tests.transport.test_zmq_processes import REPO_ROOT, bind
+from tests.transport.test_zmq_processes import bind, python_module
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -45,22 +43,9 @@ RECLAIM_S: Final = GONE_GRACE_S + 2 * CHECK_INTERVAL_S + 20  # a loaded 2-core C
 generous on a busy host."""
 
 
-@contextmanager
-def shm_peer(*args: str) -> Iterator[subprocess.Popen[str]]:
+def shm_peer(*args: str) -> AbstractContextManager[subprocess.Popen[str]]:
     """Run ``python -m tests.transport._shm_peers ARGS``; killed at the end whatever happens."""
-    with subprocess.Popen(
-        [sys.executable, "-m", "tests.transport._shm_peers", *args],
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as process:
-        try:
-            yield process
-        finally:
-            if process.poll() is None:
-                process.kill()
-            process.wait(30)
+    return python_module("tests.transport._shm_peers", *args)
 
 
 def said(process: subprocess.Popen[str], timeout: float = STARTUP_S) -> Any:
@@ -159,6 +144,7 @@ def test_a_reader_killed_while_holding_views_gives_its_regions_back(
     plan = [("llava", seed) for seed in range(3)]
     with SharedMemoryPool(3 * 3 * 336 * 336 * 2) as pool:  # room for exactly three images
         with shm_peer("pull-hold", endpoint, json.dumps(plan)) as receiver:
+            assert said(receiver) == "ready"
             for _, seed in plan:
                 mmzmq.send(push, mm, PAYLOADS["llava"](seed), shm=pool)
             assert said(receiver) == [["llava", seed, True, 1, 1] for _, seed in plan]
@@ -175,6 +161,7 @@ def test_a_reader_killed_while_holding_views_gives_its_regions_back(
         second_endpoint = bind(second, "ipc", ipc_dir, "second")
         plan = [("llava", seed) for seed in range(3, 6)]
         with shm_peer("pull-hold", second_endpoint, json.dumps(plan)) as receiver:
+            assert said(receiver) == "ready"
             for _, seed in plan:
                 assert mmzmq.send(second, mm, PAYLOADS["llava"](seed), shm=pool) is None
             assert said(receiver) == [["llava", seed, True, 1, 1] for _, seed in plan]

@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -49,11 +49,16 @@ PLAN: Final[list[tuple[str, int]]] = [
 pytestmark = pytest.mark.timeout(90)
 
 
-@contextmanager
-def peer(*args: str) -> Iterator[subprocess.Popen[str]]:
+def peer(*args: str) -> AbstractContextManager[subprocess.Popen[str]]:
     """Run ``python -m tests.transport._peers ARGS``; kill it if the test fails first."""
+    return python_module("tests.transport._peers", *args)
+
+
+@contextmanager
+def python_module(module: str, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """Run ``python -m MODULE ARGS`` from the repository; killed at the end whatever happens."""
     with subprocess.Popen(
-        [sys.executable, "-m", "tests.transport._peers", *args],
+        [sys.executable, "-m", module, *args],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -64,6 +69,7 @@ def peer(*args: str) -> Iterator[subprocess.Popen[str]]:
         finally:
             if process.poll() is None:
                 process.kill()
+                process.wait(30)  # reaped here, not by whoever closes the pipes
 
 
 def report(process: subprocess.Popen[str]) -> Any:
