@@ -85,7 +85,7 @@ def _plan(args: argparse.Namespace) -> tuple[Path, Path, Plan]:
     package = args.package or Path(out).as_posix().strip("/").replace("/", ".")
     files = schema_files([root / (args.schemas or DEFAULT_SCHEMAS)], root)
     modules = compile_schemas(files, root)
-    return root, out_dir, plan_output(modules, package, out_dir, root)
+    return root, out_dir, plan_output(modules, package)
 
 
 def run_generate(args: argparse.Namespace) -> int:

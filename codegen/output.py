@@ -30,10 +30,9 @@ class Plan:
     files: dict[str, str]
 
 
-def plan_output(modules: list[ir.Module], package: str, out_dir: Path, root: Path) -> Plan:
-    """The output files. Neither ``out_dir`` nor ``root`` affects them: nothing on disk
-    does (``package`` names the output package; see :mod:`mmcodec.codegen.imports`)."""
-    del out_dir, root
+def plan_output(modules: list[ir.Module], package: str) -> Plan:
+    """The output files. Nothing on disk affects them, not even where they go: ``package``
+    names the output package (see :mod:`mmcodec.codegen.imports`)."""
     files = {"__init__.py": INIT_TEXT, "py.typed": ""}
     for module in modules:
         files[f"{module.python_name}.py"] = render_module(module, modules, package)

@@ -90,7 +90,6 @@ class Helper:
 @dataclass
 class _Renderer:
     module: ir.Module
-    package: str
     defs: dict[tuple[str, str], ir.TypeDef]
     helpers: dict[str, Helper] = field(default_factory=dict)
 
@@ -281,7 +280,7 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
     # Type definitions by wire identity, from the schemas' own modules: a bindings
     # module has the same types (its classes aside) under the same schema name.
     defs = {(m.name, t.name): t for m in all_modules if m.python_name == m.name for t in m.types}
-    r = _Renderer(module, package, defs)
+    r = _Renderer(module, defs)
     views = {t.name: _type_view(r, t) for t in module.types}
     types = [views[t.name] for t in module.types]
     domain_order, quoted = _domain_order(module)

@@ -25,7 +25,7 @@ root, out, dirs = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
 plans = {}
 for schemas, package in dirs.items():
     files = sorted((root / schemas).glob("*.yaml"), reverse=True)
-    plan = plan_output(compile_schemas(files, root), package, out / schemas, root)
+    plan = plan_output(compile_schemas(files, root), package)
     plans[schemas] = plan.files
 print(json.dumps(plans))
 """

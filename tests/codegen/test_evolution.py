@@ -68,7 +68,7 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ModuleType]:
         package = f"evolution_{version}"  # unlikely to clash with anything importable
         (root / f"{package}.yaml").write_text(text)
         modules = compile_schemas([root / f"{package}.yaml"], root)
-        write(plan_output(modules, package, root / package, root), root / package)
+        write(plan_output(modules, package), root / package)
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(root))
         return {v: importlib.import_module(f"evolution_{v}.events") for v in sources}

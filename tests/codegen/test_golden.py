@@ -34,7 +34,7 @@ SCHEMA_FILES = [
 def _plan(schemas: str, out: str, package: str) -> tuple[Plan, dict[str, str]]:
     """The files the compiler would write, and which output file each schema file makes."""
     modules = compile_schemas(sorted((ROOT / schemas).glob("*.yaml")), ROOT)
-    plan = plan_output(modules, package, ROOT / out, ROOT)
+    plan = plan_output(modules, package)
     return plan, {Path(m.source).name: f"{m.python_name}.py" for m in modules}
 
 

@@ -66,7 +66,7 @@ def test_ruff_finds_nothing_to_change_with_long_names(tmp_path: Path, length: in
         (tmp_path / "schemas" / name).write_text(text)
     modules = compile_schemas(sorted((tmp_path / "schemas").glob("*.yaml")), tmp_path)
     out = tmp_path / "pkg" / "codecs"
-    write(plan_output(modules, "pkg.codecs", out, tmp_path), out)
+    write(plan_output(modules, "pkg.codecs"), out)
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")  # the project's ruff rules
     longest = max(len(line) for line in (out / "features.py").read_text().splitlines())
     assert longest > 100  # the names are long enough to make lines break

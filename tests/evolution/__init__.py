@@ -26,7 +26,7 @@ def generate(schema: Path, package: str, out_dir: Path) -> ModuleType:
     modules = compile_schemas([schema], ROOT)
     (module,) = modules
     target = out_dir / package
-    plan = plan_output(modules, package, target, ROOT)
+    plan = plan_output(modules, package)
     write(plan, target)
     if str(out_dir) not in sys.path:
         sys.path.insert(0, str(out_dir))
