@@ -64,7 +64,8 @@ def as_byte_views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:
             raise DecodeError(
                 f"frame {number} is a {type(frame).__name__}, not a bytes-like object"
             ) from None
-        view = _flat_bytes(view, f"frame {number}")
+        if view.format != "B" or view.ndim != 1 or not view.c_contiguous:
+            view = _flat_bytes(view, f"frame {number}")  # the message is built only here
         total += view.nbytes
         views.append(view)
     if views[0].nbytes > limits.max_header_bytes:

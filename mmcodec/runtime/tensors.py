@@ -148,6 +148,10 @@ def plan_payloads(
     This runs once per distinct tensor, so it reads each tensor's metadata once and
     keeps per-tensor work to plain tuples (torch attribute reads cost ~50 ns each).
     """
+    if len(tensors) == 1:
+        planned = _plan_one(tensors[0], inline_threshold, limits.max_ndim)
+        if planned is not None:
+            return planned
     most = min(limits.max_tensors, limits.max_elements)
     if len(tensors) > most:
         name = "max_tensors" if most == limits.max_tensors else "max_elements"
@@ -246,6 +250,30 @@ def plan_payloads(
     return wire_runs, [] if identity else position_of_ref, frames
 
 
+def _plan_one(
+    tensor: torch.Tensor, inline_threshold: int, max_ndim: int
+) -> tuple[list[TensorRun], list[int], list[Frame]] | None:
+    """A message of one tensor (most large payloads): no storage to share, nothing to group.
+
+    None for a tensor that needs :func:`_normalize` (the general path explains or fixes it).
+    """
+    info = BY_TORCH.get(tensor.dtype)
+    try:
+        if info is None or not tensor.is_cpu or not tensor.is_contiguous():
+            return None
+    except (RuntimeError, NotImplementedError):
+        return None  # sparse and nested layouts raise
+    shape = tensor.shape
+    if len(shape) > max_ndim or info is _BOOL:
+        _check_leaf([(0, 0, tensor, shape)], info, max_ndim)
+    nbytes = tensor.nbytes
+    address = tensor.data_ptr()
+    if nbytes < inline_threshold:
+        return [TensorRun(info.name, list(shape), _copy_bytes(address, nbytes))], [], []
+    frame = _view_bytes(tensor, address, nbytes)
+    return [TensorRun(info.name, list(shape), 1)], [], [frame]
+
+
 def _one_run_per_tensor(
     groups: dict[tuple[int, str], list[tuple[int, int, torch.Tensor, torch.Size]]],
     inline_threshold: int,
@@ -285,9 +313,21 @@ def _check_leaf(
             f"{len(shape)} dimensions exceed the receiver's limit of {max_ndim} (max_ndim)",
             min(member[1] for member in members),
         )
-    bad = [ref for _, ref, tensor, _ in members if bool(tensor.view(torch.uint8).gt(1).any())]
+    bad = [ref for _, ref, tensor, _ in members if _has_non_boolean_tensor(tensor)]
     if bad:  # possible: torch lets any byte be viewed as a bool
         raise TensorEncodeError("bool tensor holds a byte other than 0 and 1", min(bad))
+
+
+def _has_non_boolean_tensor(tensor: torch.Tensor) -> bool:
+    """Whether a contiguous CPU bool tensor holds a byte other than 0 and 1.
+
+    numpy's SIMD maximum over the bytes, as the decoder checks them: torch's
+    ``view(uint8).gt(1).any()`` allocates a temporary and costs about 30x more.
+    """
+    nbytes = tensor.nbytes
+    if not nbytes:
+        return False
+    return bool(_numpy_bytes(tensor, tensor.data_ptr(), nbytes).max() > 1)
 
 
 class _Run:
@@ -361,39 +401,63 @@ def _inline_bytes(owner: torch.Tensor, start: int, length: int) -> memoryview:
     caller planned the range inside the storage, and ``owner`` keeps it alive meanwhile)."""
     if length == 0:
         return memoryview(b"")
-    return memoryview(ctypes.string_at(owner.untyped_storage().data_ptr() + start, length))
+    return _copy_bytes(owner.untyped_storage().data_ptr() + start, length)
+
+
+def _copy_bytes(address: int, length: int) -> memoryview:
+    """A copy of ``length`` bytes at ``address`` (which the caller keeps alive)."""
+    return memoryview(ctypes.string_at(address, length) if length else b"")
 
 
 def _byte_view(owner: torch.Tensor, start: int, length: int) -> Frame:
     """``length`` bytes of ``owner``'s storage from ``start``, zero-copy; the view keeps
-    the storage alive.
+    the storage alive."""
+    if length == 0:
+        return memoryview(b"")
+    storage = owner.untyped_storage()
+    return _view_bytes(storage, storage.data_ptr() + start, length)
+
+
+def _view_bytes(owner: torch.Tensor | torch.UntypedStorage, address: int, length: int) -> Frame:
+    """``length`` bytes at ``address`` inside ``owner``'s memory, zero-copy; the view keeps
+    ``owner`` (and so the memory) alive.
 
     numpy wraps the address through the array interface of a small object holding the
-    storage: about a third of the cost of any torch route (``Tensor.numpy``, ``set_``),
+    owner: about a third of the cost of any torch route (``Tensor.numpy``, ``set_``),
     which goes through the operator dispatcher.
     """
     if length == 0:
         return memoryview(b"")
-    storage = owner.untyped_storage()
-    array: np.ndarray[Any, Any] = np.asarray(
-        _StorageBytes(storage, storage.data_ptr() + start, length)
-    )
-    return memoryview(array)  # type: ignore[arg-type]  # numpy arrays are buffers
+    return memoryview(_numpy_bytes(owner, address, length))  # type: ignore[arg-type]
 
 
 class _StorageBytes:
-    """Bytes of a torch storage as numpy sees them; the storage lives as long as this does."""
+    """Bytes of a tensor's memory as numpy sees them; ``owner`` (the tensor or its
+    storage) lives as long as this does. Made by :func:`_numpy_bytes`."""
 
-    __slots__ = ("__array_interface__", "storage")
+    __slots__ = ("__array_interface__", "owner")
 
-    def __init__(self, storage: torch.UntypedStorage, address: int, length: int) -> None:
-        self.storage = storage
-        self.__array_interface__ = {
-            "data": (address, False),
-            "shape": (length,),
-            "typestr": "|u1",
-            "version": 3,
-        }
+    owner: torch.Tensor | torch.UntypedStorage
+    __array_interface__: dict[str, Any]
+
+
+def _numpy_bytes(
+    owner: torch.Tensor | torch.UntypedStorage, address: int, length: int
+) -> np.ndarray[Any, Any]:
+    """A uint8 array of ``length`` bytes at ``address`` that keeps ``owner`` alive.
+
+    The attributes are set here rather than in an ``__init__``: a Python-level
+    constructor call is a quarter of the cost of a frame.
+    """
+    exporter = _StorageBytes()
+    exporter.owner = owner
+    exporter.__array_interface__ = {
+        "data": (address, False),
+        "shape": (length,),
+        "typestr": "|u1",
+        "version": 3,
+    }
+    return np.asarray(exporter)
 
 
 class DecodeContext:
@@ -558,9 +622,9 @@ def check_runs(
             raise
         layouts.append(layout)
         total += layout.count
-    for number in range(1, n_frames):
-        if not used[number]:
-            raise DecodeError(f"frame {number} is not referenced by any tensor")
+    if n_frames > 1 and not all(used[1:]):
+        number = used.index(False, 1)
+        raise DecodeError(f"frame {number} is not referenced by any tensor")
     return layouts, total
 
 
