@@ -82,6 +82,9 @@ class Helper:
     param: str
     returns: str
     item_convs: tuple[str, ...]
+    """Callables converting each item (a tuple's positions; a dict's key and value)."""
+    item_expr: str
+    """For lists and dicts: the expression converting ``item`` (optionals inlined)."""
     item_types: tuple[str, ...]
     """Annotations of the converted items (wire types to the wire, domain types back)."""
     what: str
@@ -221,14 +224,23 @@ class _Renderer:
             param=domain if to_wire else wire,
             returns=wire if to_wire else domain,
             item_convs=(),
+            item_expr="",
             item_types=(),
             what=_what(kind),
         )
         self.helpers[name] = helper  # registered first: recursive types refer to themselves
         annotate = self.wire_annotation if to_wire else self.domain_annotation
+        if kind in ("list", "vartuple", "dict"):
+            # A loop converts each item by an expression, so that an optional item costs
+            # no extra call; a dict's keys still go through their callable.
+            convs = tuple(convert(i) for i in items[:-1])
+            item_expr = self.convert_expr(items[-1], "item", direction)
+        else:
+            convs, item_expr = tuple(convert(i) for i in items), ""
         self.helpers[name] = replace(
             helper,
-            item_convs=tuple(convert(i) for i in items),
+            item_convs=convs,
+            item_expr=item_expr,
             item_types=tuple(annotate(i) for i in items),
         )
         return name
@@ -449,6 +461,10 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
                     "to_wire_expr": _constrained(
                         r.convert_expr(f.type, f"obj.{f.name}", "to_wire"), f.constraints
                     ),
+                    "guard": _fast_guard(f.type, f.constraints, f"v_{f.name}"),
+                    "to_wire_checked": _constrained(
+                        r.convert_expr(f.type, f"v_{f.name}", "to_wire"), f.constraints
+                    ),
                     "from_wire_expr": r.convert_expr(f.type, f"wire.{f.name}", "from_wire"),
                     "identity": r.identity_on_decode(f.type),
                 }
@@ -525,10 +541,24 @@ def _union_branches(variants: list[dict[str, object]]) -> list[dict[str, str]]:
     return branches
 
 
+def _fast_guard(t: ir.TypeExpr, constraints: ir.Constraints, value: str) -> str | None:
+    """A type test that is false for every valid ``value`` of a bool, float or str field
+    without constraints, or None.
+
+    The encoder reads such a field once and calls its checker only when the test holds
+    (the checker then explains): one type test instead of a call, for the common case.
+    """
+    if isinstance(t, ir.Builtin) and t.name in ("bool", "float", "str") and not constraints.items():
+        return f"type({value}) is not {t.name}"
+    return None
+
+
 def _constrained(expression: str, constraints: ir.Constraints) -> str:
     """Check a field's constraints when encoding too, so that bad values fail at the sender."""
     if not constraints.items():
         return expression
+    if constraints.items() == [("ge", 0)] and expression.startswith("_b.expect_int("):
+        return expression.replace("_b.expect_int(", "_b.expect_uint(", 1)  # one call, not two
     arguments = ", ".join(f"{name}={layout.literal(value)}" for name, value in constraints.items())
     return f"_b.constrained({expression}, {arguments})"
 

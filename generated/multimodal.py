@@ -190,7 +190,9 @@ def _BatchedField_to_wire(obj: BatchedField, ctx: _EncodeContext) -> _BatchedFie
     # The field being converted, for the error path:
     where = ".keep_on_cpu"
     try:
-        v_keep_on_cpu = _b.expect_bool(obj.keep_on_cpu, ctx)
+        v_keep_on_cpu: Any = obj.keep_on_cpu
+        if type(v_keep_on_cpu) is not bool:
+            v_keep_on_cpu = _b.expect_bool(v_keep_on_cpu, ctx)
     except EncodeError as e:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
@@ -257,9 +259,11 @@ def _FlatField_to_wire(obj: FlatField, ctx: _EncodeContext) -> _FlatFieldWire:
     try:
         v_slices = _list_FlatSlice_to_wire(obj.slices, ctx)
         where = ".dim"
-        v_dim = _b.constrained(_b.expect_int(obj.dim, ctx), ge=0)
+        v_dim = _b.expect_uint(obj.dim, ctx)
         where = ".keep_on_cpu"
-        v_keep_on_cpu = _b.expect_bool(obj.keep_on_cpu, ctx)
+        v_keep_on_cpu: Any = obj.keep_on_cpu
+        if type(v_keep_on_cpu) is not bool:
+            v_keep_on_cpu = _b.expect_bool(v_keep_on_cpu, ctx)
     except EncodeError as e:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
@@ -293,9 +297,11 @@ def _SharedField_to_wire(obj: SharedField, ctx: _EncodeContext) -> _SharedFieldW
     # The field being converted, for the error path:
     where = ".batch_size"
     try:
-        v_batch_size = _b.constrained(_b.expect_int(obj.batch_size, ctx), ge=0)
+        v_batch_size = _b.expect_uint(obj.batch_size, ctx)
         where = ".keep_on_cpu"
-        v_keep_on_cpu = _b.expect_bool(obj.keep_on_cpu, ctx)
+        v_keep_on_cpu: Any = obj.keep_on_cpu
+        if type(v_keep_on_cpu) is not bool:
+            v_keep_on_cpu = _b.expect_bool(v_keep_on_cpu, ctx)
     except EncodeError as e:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
@@ -474,9 +480,9 @@ def _PlaceholderRange_to_wire(
     # The field being converted, for the error path:
     where = ".offset"
     try:
-        v_offset = _b.constrained(_b.expect_int(obj.offset, ctx), ge=0)
+        v_offset = _b.expect_uint(obj.offset, ctx)
         where = ".length"
-        v_length = _b.constrained(_b.expect_int(obj.length, ctx), ge=0)
+        v_length = _b.expect_uint(obj.length, ctx)
         where = ".is_embed"
         v_is_embed = None if obj.is_embed is None else _b.tensor_to_wire(obj.is_embed, ctx)
     except EncodeError as e:
@@ -532,9 +538,13 @@ def _MultiModalFeatureSpec_to_wire(
     try:
         v_data = None if obj.data is None else _MultiModalKwargsItem_to_wire(obj.data, ctx)
         where = ".modality"
-        v_modality = _b.expect_str(obj.modality, ctx)
+        v_modality: Any = obj.modality
+        if type(v_modality) is not str:
+            v_modality = _b.expect_str(v_modality, ctx)
         where = ".identifier"
-        v_identifier = _b.expect_str(obj.identifier, ctx)
+        v_identifier: Any = obj.identifier
+        if type(v_identifier) is not str:
+            v_identifier = _b.expect_str(v_identifier, ctx)
         where = ".mm_position"
         v_mm_position = _PlaceholderRange_to_wire(obj.mm_position, ctx)
         where = ".mm_hash"
@@ -594,7 +604,8 @@ def _dict_str_MultiModalFieldElem_from_wire(
     value: dict[str, _MultiModalFieldElemWire | _wire.NonNegative], ctx: _DecodeContext
 ) -> dict[str, MultiModalFieldElem]:
     entries = value
-    _b.check_count(len(entries), ctx)
+    if len(entries) > ctx.limits.max_elements:
+        _b.check_count(len(entries), ctx)
     out: dict[str, MultiModalFieldElem] = {}
     key: Any = None
     try:
@@ -627,7 +638,8 @@ def _dict_str_list_optional_MultiModalKwargsItem_from_wire(
     value: dict[str, list[_MultiModalKwargsItemWire | None]], ctx: _DecodeContext
 ) -> dict[str, list[MultiModalKwargsItem | None]]:
     entries = value
-    _b.check_count(len(entries), ctx)
+    if len(entries) > ctx.limits.max_elements:
+        _b.check_count(len(entries), ctx)
     out: dict[str, list[MultiModalKwargsItem | None]] = {}
     key: Any = None
     try:
@@ -658,7 +670,8 @@ def _dict_str_list_optional_MultiModalKwargsItem_to_wire(
 
 def _list_FlatSlice_from_wire(value: list[_FlatSliceWire], ctx: _DecodeContext) -> list[FlatSlice]:
     items = value
-    _b.check_count(len(items), ctx)
+    if len(items) > ctx.limits.max_elements:
+        _b.check_count(len(items), ctx)
     out: list[FlatSlice] = []
     try:
         for item in items:
@@ -685,11 +698,12 @@ def _list_optional_MultiModalKwargsItem_from_wire(
     value: list[_MultiModalKwargsItemWire | None], ctx: _DecodeContext
 ) -> list[MultiModalKwargsItem | None]:
     items = value
-    _b.check_count(len(items), ctx)
+    if len(items) > ctx.limits.max_elements:
+        _b.check_count(len(items), ctx)
     out: list[MultiModalKwargsItem | None] = []
     try:
         for item in items:
-            out.append(_optional_MultiModalKwargsItem_from_wire(item, ctx))
+            out.append(None if item is None else _MultiModalKwargsItem_from_wire(item, ctx))
     except DecodeError as e:
         raise e.at(f"[{len(out)}]") from None
     return out
@@ -702,7 +716,7 @@ def _list_optional_MultiModalKwargsItem_to_wire(
     out: list[_MultiModalKwargsItemWire | None] = []
     try:
         for item in items:
-            out.append(_optional_MultiModalKwargsItem_to_wire(item, ctx))
+            out.append(None if item is None else _MultiModalKwargsItem_to_wire(item, ctx))
     except EncodeError as e:
         raise e.at(f"[{len(out)}]") from None
     return out
@@ -710,7 +724,8 @@ def _list_optional_MultiModalKwargsItem_to_wire(
 
 def _list_slice_from_wire(value: list[_wire.SliceWire], ctx: _DecodeContext) -> list[slice]:
     items = value
-    _b.check_count(len(items), ctx)
+    if len(items) > ctx.limits.max_elements:
+        _b.check_count(len(items), ctx)
     out: list[slice] = []
     try:
         for item in items:
@@ -731,23 +746,12 @@ def _list_slice_to_wire(value: Sequence[slice], ctx: _EncodeContext) -> list[_wi
     return out
 
 
-def _optional_MultiModalKwargsItem_from_wire(
-    value: _MultiModalKwargsItemWire | None, ctx: _DecodeContext
-) -> MultiModalKwargsItem | None:
-    return None if value is None else _MultiModalKwargsItem_from_wire(value, ctx)
-
-
-def _optional_MultiModalKwargsItem_to_wire(
-    value: MultiModalKwargsItem | None, ctx: _EncodeContext
-) -> _MultiModalKwargsItemWire | None:
-    return None if value is None else _MultiModalKwargsItem_to_wire(value, ctx)
-
-
 def _tuple_slice_etc_from_wire(
     value: tuple[_wire.SliceWire, ...], ctx: _DecodeContext
 ) -> tuple[slice, ...]:
     items = value
-    _b.check_count(len(items), ctx)
+    if len(items) > ctx.limits.max_elements:
+        _b.check_count(len(items), ctx)
     out: list[slice] = []
     try:
         for item in items:

@@ -148,6 +148,14 @@ def expect_int(value: object, ctx: EncodeContext) -> int:
     raise _expected("an int", value)
 
 
+def expect_uint(value: object, ctx: EncodeContext) -> int:
+    """``expect_int`` and the constraint ``ge: 0`` in one call (sizes, offsets, counts)."""
+    if type(value) is int and 0 <= value < _INT_END:
+        return value
+    checked: int = constrained(expect_int(value, ctx), ge=0)  # raises, saying why
+    return checked  # pragma: no cover - only an out-of-range int gets here, and it raised
+
+
 def expect_float(value: object, ctx: EncodeContext) -> float:
     if type(value) is float:
         return value
@@ -285,6 +293,7 @@ __all__ = [
     "expect_mapping",
     "expect_sequence",
     "expect_str",
+    "expect_uint",
     "identity",
     "mapping_builder",
     "nested_tensors_from_wire",

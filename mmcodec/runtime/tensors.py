@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import itertools
+import operator
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
@@ -148,10 +149,6 @@ def plan_payloads(
     This runs once per distinct tensor, so it reads each tensor's metadata once and
     keeps per-tensor work to plain tuples (torch attribute reads cost ~50 ns each).
     """
-    if len(tensors) == 1:
-        planned = _plan_one(tensors[0], inline_threshold, limits.max_ndim)
-        if planned is not None:
-            return planned
     most = min(limits.max_tensors, limits.max_elements)
     if len(tensors) > most:
         name = "max_tensors" if most == limits.max_tensors else "max_elements"
@@ -159,36 +156,36 @@ def plan_payloads(
             f"a message of more than {most} tensors exceeds the receiver's limit ({name})",
             most,
         )
-    # 1. Group by (storage address, dtype): the candidates for runs.
-    groups: dict[tuple[int, str], list[tuple[int, int, torch.Tensor, torch.Size]]] = {}
+    # 1. Each tensor as a contiguous CPU tensor of a wire dtype, where its bytes lie.
+    placed: list[_Placed] = []
     for ref, t in enumerate(tensors):
         info = BY_TORCH.get(t.dtype)
         try:
             if info is not None and t.is_cpu and t.is_contiguous():
-                base = t.untyped_storage().data_ptr()
-                shape = t.shape
-            else:
-                info = None
+                placed.append((t.data_ptr(), t.nbytes, ref, t, info, t.shape))
+                continue
         except (RuntimeError, NotImplementedError):
-            info = None  # sparse and nested layouts raise: _normalize says what is wrong
-        if info is None:
-            try:
-                t, info = _normalize(t)
-            except EncodeError as e:
-                raise TensorEncodeError(e.message, ref) from None
-            base = t.untyped_storage().data_ptr()
-            shape = t.shape
+            pass  # sparse and nested layouts raise: _normalize says what is wrong
+        try:
+            t, info = _normalize(t)
+        except EncodeError as e:
+            raise TensorEncodeError(e.message, ref) from None
+        placed.append((t.data_ptr(), t.nbytes, ref, t, info, t.shape))
+    if _apart(placed):
+        return _one_run_per_tensor(placed, inline_threshold, limits.max_ndim)
+
+    # 2. Group by (storage address, dtype): the candidates for runs.
+    groups: dict[tuple[int, str], list[tuple[int, int, torch.Tensor, torch.Size]]] = {}
+    for address, _, ref, t, info, shape in placed:
+        base = t.untyped_storage().data_ptr()
         key = (base, info.name)
         members = groups.get(key)
         if members is None:
-            groups[key] = [(t.data_ptr() - base, ref, t, shape)]
+            groups[key] = [(address - base, ref, t, shape)]
         else:
-            members.append((t.data_ptr() - base, ref, t, shape))
+            members.append((address - base, ref, t, shape))
 
-    if len(groups) == len(tensors) and len({base for base, _ in groups}) == len(groups):
-        return _one_run_per_tensor(groups, inline_threshold, limits.max_ndim)
-
-    # 2. Split each group into runs of back-to-back tensors; equal placement = one tensor.
+    # 3. Split each group into runs of back-to-back tensors; equal placement = one tensor.
     runs: list[_Run] = []
     alias: dict[int, int] = {}  # ref -> ref of the tensor with the same bytes and layout
     for (address, name), members in groups.items():
@@ -209,7 +206,7 @@ def plan_payloads(
             last_start, last_ref = start, member[1]
         runs.append(run)
 
-    # 3. Number tensors in run order, so that the decoder can build them run by run.
+    # 4. Number tensors in run order, so that the decoder can build them run by run.
     position_of_ref = [0] * len(tensors)
     position = 0
     identity = not alias
@@ -221,7 +218,7 @@ def plan_payloads(
     for ref, same in alias.items():
         position_of_ref[ref] = position_of_ref[same]
 
-    # 4. One frame per contiguous byte range of a storage; small ranges go inline.
+    # 5. One frame per contiguous byte range of a storage; small ranges go inline.
     frames: list[Frame] = []
     by_storage: dict[int, list[_Run]] = {}
     for run in runs:
@@ -250,53 +247,46 @@ def plan_payloads(
     return wire_runs, [] if identity else position_of_ref, frames
 
 
-def _plan_one(
-    tensor: torch.Tensor, inline_threshold: int, max_ndim: int
-) -> tuple[list[TensorRun], list[int], list[Frame]] | None:
-    """A message of one tensor (most large payloads): no storage to share, nothing to group.
+_Placed = tuple[int, int, int, torch.Tensor, DtypeInfo, torch.Size]
+"""A tensor as the planner sees it: (address, bytes, reference, tensor, dtype, shape)."""
 
-    None for a tensor that needs :func:`_normalize` (the general path explains or fixes it).
-    """
-    info = BY_TORCH.get(tensor.dtype)
-    try:
-        if info is None or not tensor.is_cpu or not tensor.is_contiguous():
-            return None
-    except (RuntimeError, NotImplementedError):
-        return None  # sparse and nested layouts raise
-    shape = tensor.shape
-    if len(shape) > max_ndim or info is _BOOL:
-        _check_leaf([(0, 0, tensor, shape)], info, max_ndim)
-    nbytes = tensor.nbytes
-    address = tensor.data_ptr()
-    if nbytes < inline_threshold:
-        return [TensorRun(info.name, list(shape), _copy_bytes(address, nbytes))], [], []
-    frame = _view_bytes(tensor, address, nbytes)
-    return [TensorRun(info.name, list(shape), 1)], [], [frame]
+
+def _apart(placed: list[_Placed]) -> bool:
+    """Whether no two tensors' bytes overlap or touch (nor sit at one address, as empty
+    tensors can): then nothing can be merged or sent once, whatever the storages."""
+    if len(placed) == 1:
+        return True
+    ordered = sorted(placed, key=_address)
+    end = -1
+    for address, nbytes, _, _, _, _ in ordered:
+        if address <= end or not nbytes:
+            return False
+        end = address + nbytes
+    return True
+
+
+_address = operator.itemgetter(0)
 
 
 def _one_run_per_tensor(
-    groups: dict[tuple[int, str], list[tuple[int, int, torch.Tensor, torch.Size]]],
-    inline_threshold: int,
-    max_ndim: int,
+    placed: list[_Placed], inline_threshold: int, max_ndim: int
 ) -> tuple[list[TensorRun], list[int], list[Frame]]:
-    """The common case of large payloads: every tensor has a storage of its own.
+    """The common case of large payloads: no tensor's bytes touch another's.
 
-    Same result as the general path (one run, one region per tensor), with none of
-    its bookkeeping: this is most of the fixed cost of a message.
+    Same result as the general path (one run, one region per tensor, in reference
+    order), with none of its bookkeeping and no storage lookups: this is most of the
+    fixed cost of a message.
     """
     runs: list[TensorRun] = []
     frames: list[Frame] = []
-    for (_, name), members in groups.items():
-        ((start, _, tensor, shape),) = members
-        info = BY_NAME[name]
+    for address, nbytes, ref, tensor, info, shape in placed:
         if len(shape) > max_ndim or info is _BOOL:
-            _check_leaf(members, info, max_ndim)
-        nbytes = info.itemsize * _numel(shape)
+            _check_leaf([(0, ref, tensor, shape)], info, max_ndim)
         if nbytes < inline_threshold:
-            runs.append(TensorRun(name, list(shape), _inline_bytes(tensor, start, nbytes)))
+            runs.append(TensorRun(info.name, list(shape), _copy_bytes(address, nbytes)))
         else:
-            frames.append(_byte_view(tensor, start, nbytes))
-            runs.append(TensorRun(name, list(shape), len(frames)))
+            frames.append(_view_bytes(tensor, address, nbytes))
+            runs.append(TensorRun(info.name, list(shape), len(frames)))
     return runs, [], frames
 
 

@@ -94,9 +94,13 @@ def _Point_to_wire(obj: Point, ctx: _EncodeContext) -> _PointWire:
     # The field being converted, for the error path:
     where = ".x"
     try:
-        v_x = _b.expect_float(obj.x, ctx)
+        v_x: Any = obj.x
+        if type(v_x) is not float:
+            v_x = _b.expect_float(v_x, ctx)
         where = ".y"
-        v_y = _b.expect_float(obj.y, ctx)
+        v_y: Any = obj.y
+        if type(v_y) is not float:
+            v_y = _b.expect_float(v_y, ctx)
     except EncodeError as e:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
@@ -158,7 +162,9 @@ def _Polygon_to_wire(obj: Polygon, ctx: _EncodeContext) -> _PolygonWire:
     try:
         v_vertices = _b.tensor_to_wire(obj.vertices, ctx)
         where = ".closed"
-        v_closed = _b.expect_bool(obj.closed, ctx)
+        v_closed: Any = obj.closed
+        if type(v_closed) is not bool:
+            v_closed = _b.expect_bool(v_closed, ctx)
     except EncodeError as e:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
@@ -252,7 +258,9 @@ def _Scene_to_wire(obj: Scene, ctx: _EncodeContext) -> _SceneWire | _wire.NonNeg
     # The field being converted, for the error path:
     where = ".name"
     try:
-        v_name = _b.expect_str(obj.name, ctx)
+        v_name: Any = obj.name
+        if type(v_name) is not str:
+            v_name = _b.expect_str(v_name, ctx)
         where = ".image"
         v_image = _b.tensor_to_wire(obj.image, ctx)
         where = ".features"
@@ -322,7 +330,8 @@ def _dict_str_Shape_from_wire(
     value: dict[str, _ShapeWire], ctx: _DecodeContext
 ) -> dict[str, Shape]:
     entries = value
-    _b.check_count(len(entries), ctx)
+    if len(entries) > ctx.limits.max_elements:
+        _b.check_count(len(entries), ctx)
     out: dict[str, Shape] = {}
     key: Any = None
     try:

@@ -270,7 +270,8 @@ def _list_Point_from_wire(
     value: list[_PointWire | _wire.NonNegative], ctx: _DecodeContext
 ) -> list[Point]:
     items = value
-    _b.check_count(len(items), ctx)
+    if len(items) > ctx.limits.max_elements:
+        _b.check_count(len(items), ctx)
     out: list[Point] = []
     try:
         for item in items:

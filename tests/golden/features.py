@@ -571,19 +571,31 @@ def _Defaults_to_wire(obj: Defaults, ctx: _EncodeContext) -> _DefaultsWire | _wi
     # The field being converted, for the error path:
     where = ".required"
     try:
-        v_required = _b.expect_str(obj.required, ctx)
+        v_required: Any = obj.required
+        if type(v_required) is not str:
+            v_required = _b.expect_str(v_required, ctx)
         where = ".count"
         v_count = _b.expect_int(obj.count, ctx)
         where = ".ratio"
-        v_ratio = _b.expect_float(obj.ratio, ctx)
+        v_ratio: Any = obj.ratio
+        if type(v_ratio) is not float:
+            v_ratio = _b.expect_float(v_ratio, ctx)
         where = ".whole_ratio"
-        v_whole_ratio = _b.expect_float(obj.whole_ratio, ctx)
+        v_whole_ratio: Any = obj.whole_ratio
+        if type(v_whole_ratio) is not float:
+            v_whole_ratio = _b.expect_float(v_whole_ratio, ctx)
         where = ".ceiling"
-        v_ceiling = _b.expect_float(obj.ceiling, ctx)
+        v_ceiling: Any = obj.ceiling
+        if type(v_ceiling) is not float:
+            v_ceiling = _b.expect_float(v_ceiling, ctx)
         where = ".enabled"
-        v_enabled = _b.expect_bool(obj.enabled, ctx)
+        v_enabled: Any = obj.enabled
+        if type(v_enabled) is not bool:
+            v_enabled = _b.expect_bool(v_enabled, ctx)
         where = ".name"
-        v_name = _b.expect_str(obj.name, ctx)
+        v_name: Any = obj.name
+        if type(v_name) is not str:
+            v_name = _b.expect_str(v_name, ctx)
         where = ".blob"
         v_blob = _b.expect_bytes(obj.blob, ctx)
         where = ".maybe"
@@ -817,9 +829,13 @@ def _Point2_to_wire(obj: Point2, ctx: _EncodeContext) -> _Point2Wire | _wire.Non
     # The field being converted, for the error path:
     where = ".x"
     try:
-        v_x = _b.expect_float(obj.x, ctx)
+        v_x: Any = obj.x
+        if type(v_x) is not float:
+            v_x = _b.expect_float(v_x, ctx)
         where = ".y"
-        v_y = _b.expect_float(obj.y, ctx)
+        v_y: Any = obj.y
+        if type(v_y) is not float:
+            v_y = _b.expect_float(v_y, ctx)
     except EncodeError as e:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
@@ -861,11 +877,17 @@ def _Builtins_to_wire(obj: Builtins, ctx: _EncodeContext) -> _BuiltinsWire | _wi
     try:
         v_i = _b.expect_int(obj.i, ctx)
         where = ".f"
-        v_f = _b.expect_float(obj.f, ctx)
+        v_f: Any = obj.f
+        if type(v_f) is not float:
+            v_f = _b.expect_float(v_f, ctx)
         where = ".b"
-        v_b = _b.expect_bool(obj.b, ctx)
+        v_b: Any = obj.b
+        if type(v_b) is not bool:
+            v_b = _b.expect_bool(v_b, ctx)
         where = ".s"
-        v_s = _b.expect_str(obj.s, ctx)
+        v_s: Any = obj.s
+        if type(v_s) is not str:
+            v_s = _b.expect_str(v_s, ctx)
         where = ".raw"
         v_raw = _b.expect_bytes(obj.raw, ctx)
         where = ".t"
@@ -947,9 +969,13 @@ def _Sample_to_wire(obj: Sample, ctx: _EncodeContext) -> _SampleWire:
     # The field being converted, for the error path:
     where = ".value"
     try:
-        v_value = _b.expect_float(obj.value, ctx)
+        v_value: Any = obj.value
+        if type(v_value) is not float:
+            v_value = _b.expect_float(v_value, ctx)
         where = ".weight"
-        v_weight = _b.expect_float(obj.weight, ctx)
+        v_weight: Any = obj.weight
+        if type(v_weight) is not float:
+            v_weight = _b.expect_float(v_weight, ctx)
     except EncodeError as e:
         raise e.at(where) from None
     except AttributeError as e:  # the value itself is of the wrong class
@@ -1149,7 +1175,9 @@ def _Key_to_wire(obj: Key, ctx: _EncodeContext) -> _KeyWire:
     # The field being converted, for the error path:
     where = ".code"
     try:
-        v_code = _b.expect_str(obj.code, ctx)
+        v_code: Any = obj.code
+        if type(v_code) is not str:
+            v_code = _b.expect_str(v_code, ctx)
         where = ".modifiers"
         v_modifiers = _list_str_to_wire(obj.modifiers, ctx)
     except EncodeError as e:
@@ -1209,7 +1237,9 @@ def _Node_to_wire(obj: Node, ctx: _EncodeContext) -> _NodeWire | _wire.NonNegati
     # The field being converted, for the error path:
     where = ".label"
     try:
-        v_label = _b.expect_str(obj.label, ctx)
+        v_label: Any = obj.label
+        if type(v_label) is not str:
+            v_label = _b.expect_str(v_label, ctx)
         where = ".children"
         v_children = _list_Node_to_wire(obj.children, ctx)
         where = ".parent_label"
@@ -1452,7 +1482,8 @@ def _dict_int_Event_from_wire(
     value: dict[int, _EventWire], ctx: _DecodeContext
 ) -> dict[int, Event]:
     entries = value
-    _b.check_count(len(entries), ctx)
+    if len(entries) > ctx.limits.max_elements:
+        _b.check_count(len(entries), ctx)
     out: dict[int, Event] = {}
     key: Any = None
     try:
@@ -1483,7 +1514,8 @@ def _dict_int_Point2_from_wire(
     value: dict[int, _Point2Wire | _wire.NonNegative], ctx: _DecodeContext
 ) -> dict[int, Point2]:
     entries = value
-    _b.check_count(len(entries), ctx)
+    if len(entries) > ctx.limits.max_elements:
+        _b.check_count(len(entries), ctx)
     out: dict[int, Point2] = {}
     key: Any = None
     try:
@@ -1566,12 +1598,13 @@ def _dict_str_optional_Value_from_wire(
     value: dict[str, _ValueWire | None], ctx: _DecodeContext
 ) -> dict[str, Value | None]:
     entries = value
-    _b.check_count(len(entries), ctx)
+    if len(entries) > ctx.limits.max_elements:
+        _b.check_count(len(entries), ctx)
     out: dict[str, Value | None] = {}
     key: Any = None
     try:
         for key, item in entries.items():
-            out[key] = _optional_Value_from_wire(item, ctx)
+            out[key] = None if item is None else _Value_from_wire(item, ctx)
     except DecodeError as e:
         raise e.at(f"[{key!r}]") from None
     return out
@@ -1589,7 +1622,7 @@ def _dict_str_optional_Value_to_wire(
             in_key = True
             wire_key = key if type(key) is str else _b.expect_str(key, ctx)
             in_key = False
-            out[wire_key] = _optional_Value_to_wire(item, ctx)
+            out[wire_key] = None if item is None else _Value_to_wire(item, ctx)
     except EncodeError as e:
         raise e.at(f"[{key!r}] (key)" if in_key else f"[{key!r}]") from None
     return out
@@ -1599,7 +1632,8 @@ def _list_Node_from_wire(
     value: list[_NodeWire | _wire.NonNegative], ctx: _DecodeContext
 ) -> list[Node]:
     items = value
-    _b.check_count(len(items), ctx)
+    if len(items) > ctx.limits.max_elements:
+        _b.check_count(len(items), ctx)
     out: list[Node] = []
     try:
         for item in items:
@@ -1626,7 +1660,8 @@ def _list_common_Shape_from_wire(
     value: list[_common._ShapeWire], ctx: _DecodeContext
 ) -> list[_common.Shape]:
     items = value
-    _b.check_count(len(items), ctx)
+    if len(items) > ctx.limits.max_elements:
+        _b.check_count(len(items), ctx)
     out: list[_common.Shape] = []
     try:
         for item in items:
@@ -1691,7 +1726,7 @@ def _list_optional_int_to_wire(
     out: list[int | None] = []
     try:
         for item in items:
-            out.append(_optional_int_to_wire(item, ctx))
+            out.append(None if item is None else _b.expect_int(item, ctx))
     except EncodeError as e:
         raise e.at(f"[{len(out)}]") from None
     return out
@@ -1721,18 +1756,6 @@ def _list_tuple_int_int_end_to_wire(
     return out
 
 
-def _optional_Value_from_wire(value: _ValueWire | None, ctx: _DecodeContext) -> Value | None:
-    return None if value is None else _Value_from_wire(value, ctx)
-
-
-def _optional_Value_to_wire(value: Value | None, ctx: _EncodeContext) -> _ValueWire | None:
-    return None if value is None else _Value_to_wire(value, ctx)
-
-
-def _optional_int_to_wire(value: int | None, ctx: _EncodeContext) -> int | None:
-    return None if value is None else _b.expect_int(value, ctx)
-
-
 def _optional_str_to_wire(value: str | None, ctx: _EncodeContext) -> str | None:
     return None if value is None else _b.expect_str(value, ctx)
 
@@ -1741,7 +1764,8 @@ def _tuple_Point2_etc_from_wire(
     value: tuple[_Point2Wire | _wire.NonNegative, ...], ctx: _DecodeContext
 ) -> tuple[Point2, ...]:
     items = value
-    _b.check_count(len(items), ctx)
+    if len(items) > ctx.limits.max_elements:
+        _b.check_count(len(items), ctx)
     out: list[Point2] = []
     try:
         for item in items:
