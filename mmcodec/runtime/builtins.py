@@ -24,7 +24,8 @@ NestedTensors = Any
 
 
 def nested_tensors_to_wire(value: NestedTensors, ctx: EncodeContext, depth: int = 0) -> NestedWire:
-    if isinstance(value, torch.Tensor):
+    # type() first: isinstance() against torch.Tensor goes through its metaclass.
+    if type(value) is _Tensor or isinstance(value, torch.Tensor):
         ref = ctx.ids.get(id(value))  # EncodeContext.ref, inlined: this is the hot path
         return ref if ref is not None else ctx.ref(value)
     kind = type(value)
@@ -45,6 +46,9 @@ def nested_tensors_to_wire(value: NestedTensors, ctx: EncodeContext, depth: int 
     if kind is float:
         return value  # type: ignore[no-any-return]
     raise EncodeError(f"{kind.__name__} is not a nested tensor (tensor, int, float, list or tuple)")
+
+
+_Tensor = torch.Tensor
 
 
 def nested_tensors_from_wire(node: NestedWire, ctx: DecodeContext, depth: int = 0) -> NestedTensors:
@@ -84,14 +88,12 @@ def slice_to_wire(value: slice, ctx: EncodeContext) -> SliceWire:
         raise EncodeError(f"expected a slice, got {type(value).__name__}")
     start, stop, step = value.start, value.stop, value.step
     if (
-        (start is None or type(start) is int)
-        and (stop is None or type(stop) is int)
-        and (step is None or type(step) is int)
+        (start is None or (type(start) is int and _INT_MIN <= start < _INT_END))
+        and (stop is None or (type(stop) is int and _INT_MIN <= stop < _INT_END))
+        and (step is None or (type(step) is int and _INT_MIN <= step < _INT_END))
     ):
-        for bound in (start, stop, step):
-            if bound is not None:
-                check_int64(bound)
         return SliceWire(start, stop, step)
+    # A bound that is not a plain int in range: convert it, or say what is wrong.
     return SliceWire(_slice_bound(start), _slice_bound(stop), _slice_bound(step))
 
 
