@@ -197,6 +197,7 @@ def plan_payloads(
             start = member[0]
             if start == last_start + run.nbytes and member[3] == run.shape and run.nbytes:
                 run.members.append(member)  # the next tensor of a batch: the common case
+                run.end += run.nbytes
             elif start == last_start and member[3] == run.shape:
                 alias[member[1]] = last_ref  # the same bytes and layout (or both empty)
                 continue
@@ -323,7 +324,7 @@ def _has_non_boolean_tensor(tensor: torch.Tensor) -> bool:
 class _Run:
     """Back-to-back tensors of one storage, dtype and shape: one ``TensorRun``."""
 
-    __slots__ = ("address", "data", "info", "members", "nbytes", "offset", "shape")
+    __slots__ = ("address", "data", "end", "info", "members", "nbytes", "offset", "shape", "start")
 
     def __init__(
         self, address: int, info: DtypeInfo, first: tuple[int, int, torch.Tensor, torch.Size]
@@ -334,20 +335,14 @@ class _Run:
         self.nbytes = info.itemsize * _numel(self.shape)
         """Bytes of one tensor of the run."""
         self.members = [first]
+        self.start = first[0]
+        self.end = self.start + self.nbytes
+        """Where the run's bytes end (the planner adds a tensor's bytes as it adds one)."""
         self.data: int | memoryview = 0
         self.offset = 0
 
-    @property
-    def start(self) -> int:
-        return self.members[0][0]
 
-    @property
-    def end(self) -> int:
-        return self.start + self.nbytes * len(self.members)
-
-
-def _run_start(run: _Run) -> int:
-    return run.start
+_run_start = operator.attrgetter("start")
 
 
 def _numel(shape: torch.Size) -> int:
@@ -360,7 +355,7 @@ def _numel(shape: torch.Size) -> int:
 def _place_region(region: list[_Run], inline_threshold: int, frames: list[Frame]) -> None:
     """Make one storage region a frame (or inline it) and point its runs into it."""
     start = region[0].start
-    end = max(run.end for run in region)
+    end = region[0].end if len(region) == 1 else max(run.end for run in region)
     if end == start:  # only empty tensors
         for run in region:
             run.data = memoryview(b"")
