@@ -56,6 +56,32 @@ def test_equal_views_of_one_storage_travel_once() -> None:
     assert_nested_equal(decoded["b"].data, second)
 
 
+def test_views_of_one_storage_apart_travel_as_their_own_bytes() -> None:
+    # Bytes that neither overlap nor touch: one frame each, viewing the tensor, whatever the
+    # storage (the planner's fast path); the gap between them does not travel.
+    base = torch.arange(3000, dtype=torch.float32)
+    first, last = base[:1000], base[2000:]
+    frames = mm.encode(_item(a=_batched(first), b=_batched(last)))
+    assert len(frames) == 3
+    assert payload_bytes_of(frames) == 8000
+    assert [address(f) for f in frames[1:]] == [first.data_ptr(), last.data_ptr()]
+    decoded = mm.decode(frames, mm.MultiModalKwargsItem)
+    assert_nested_equal(decoded["a"].data, first)
+    assert_nested_equal(decoded["b"].data, last)
+
+
+def test_back_to_back_views_of_one_storage_travel_as_one_frame() -> None:
+    # The same two views, touching: the general path makes them one region, one frame.
+    base = torch.arange(2000, dtype=torch.float32)
+    first, second = base[:1000], base[1000:]
+    frames = mm.encode(_item(a=_batched(first), b=_batched(second)))
+    assert len(frames) == 2
+    assert address(frames[1]) == base.data_ptr()
+    decoded = mm.decode(frames, mm.MultiModalKwargsItem)
+    assert_nested_equal(decoded["a"].data, first)
+    assert_nested_equal(decoded["b"].data, second)
+
+
 def test_overlapping_views_share_one_frame() -> None:
     base = torch.arange(3000, dtype=torch.float32)
     whole, middle, reshaped = base, base[1000:2000], base.view(30, 100)
