@@ -23,6 +23,15 @@ def _batched(data: mm.NestedTensors) -> mm.MultiModalFieldElem:
     return mm.MultiModalFieldElem(data, mm.BatchedField())
 
 
+def _round_trip_pair(a: torch.Tensor, b: torch.Tensor) -> list[memoryview]:
+    """Encode an item of two batched tensors, check that it decodes equal; its frames."""
+    frames = mm.encode(_item(a=_batched(a), b=_batched(b)))
+    decoded = mm.decode(frames, mm.MultiModalKwargsItem)
+    assert_nested_equal(decoded["a"].data, a)
+    assert_nested_equal(decoded["b"].data, b)
+    return frames
+
+
 def test_the_same_tensor_referenced_twice_travels_once() -> None:
     t = torch.arange(1000, dtype=torch.float32)
     item = _item(
@@ -49,11 +58,8 @@ def test_equal_views_of_one_storage_travel_once() -> None:
     base = torch.arange(1000, dtype=torch.float32)
     first, second = base.view(10, 100), base.view(10, 100)
     assert first is not second
-    frames = mm.encode(_item(a=_batched(first), b=_batched(second)))
+    frames = _round_trip_pair(first, second)
     assert payload_bytes_of(frames) == 4000
-    decoded = mm.decode(frames, mm.MultiModalKwargsItem)
-    assert_nested_equal(decoded["a"].data, first)
-    assert_nested_equal(decoded["b"].data, second)
 
 
 def test_views_of_one_storage_apart_travel_as_their_own_bytes() -> None:
@@ -61,25 +67,19 @@ def test_views_of_one_storage_apart_travel_as_their_own_bytes() -> None:
     # storage (the planner's fast path); the gap between them does not travel.
     base = torch.arange(3000, dtype=torch.float32)
     first, last = base[:1000], base[2000:]
-    frames = mm.encode(_item(a=_batched(first), b=_batched(last)))
+    frames = _round_trip_pair(first, last)
     assert len(frames) == 3
     assert payload_bytes_of(frames) == 8000
     assert [address(f) for f in frames[1:]] == [first.data_ptr(), last.data_ptr()]
-    decoded = mm.decode(frames, mm.MultiModalKwargsItem)
-    assert_nested_equal(decoded["a"].data, first)
-    assert_nested_equal(decoded["b"].data, last)
 
 
 def test_back_to_back_views_of_one_storage_travel_as_one_frame() -> None:
     # The same two views, touching: the general path makes them one region, one frame.
     base = torch.arange(2000, dtype=torch.float32)
     first, second = base[:1000], base[1000:]
-    frames = mm.encode(_item(a=_batched(first), b=_batched(second)))
+    frames = _round_trip_pair(first, second)
     assert len(frames) == 2
     assert address(frames[1]) == base.data_ptr()
-    decoded = mm.decode(frames, mm.MultiModalKwargsItem)
-    assert_nested_equal(decoded["a"].data, first)
-    assert_nested_equal(decoded["b"].data, second)
 
 
 def test_overlapping_views_share_one_frame() -> None:
