@@ -274,9 +274,9 @@ def _one_run_per_tensor(
 ) -> tuple[list[TensorRun], list[int], list[Frame]]:
     """The common case of large payloads: no tensor's bytes touch another's.
 
-    Same result as the general path (one run, one region per tensor, in reference
-    order), with none of its bookkeeping and no storage lookups: this is most of the
-    fixed cost of a message.
+    The general path's layout for such tensors (one run and one region each), numbered
+    in reference order so that no refs table travels, with none of its bookkeeping and
+    no storage lookups: this is most of the fixed cost of a message.
     """
     runs: list[TensorRun] = []
     frames: list[Frame] = []
@@ -318,7 +318,8 @@ def _has_non_boolean_tensor(tensor: torch.Tensor) -> bool:
     nbytes = tensor.nbytes
     if not nbytes:
         return False
-    return bool(_numpy_bytes(tensor, tensor.data_ptr(), nbytes).max() > 1)
+    raw = np.frombuffer(_view_bytes(tensor, tensor.data_ptr(), nbytes), dtype=np.uint8)
+    return bool(raw.max() > 1)
 
 
 class _Run:
@@ -425,35 +426,6 @@ class _AddressSpace(ctypes.Array[ctypes.c_char]):
     _type_ = ctypes.c_char
     _length_ = 1 << 62
     owner: torch.Tensor | torch.UntypedStorage
-
-
-class _StorageBytes:
-    """Bytes of a tensor's memory as numpy sees them; ``owner`` (the tensor or its
-    storage) lives as long as this does. Made by :func:`_numpy_bytes`."""
-
-    __slots__ = ("__array_interface__", "owner")
-
-    owner: torch.Tensor | torch.UntypedStorage
-    __array_interface__: dict[str, Any]
-
-
-def _numpy_bytes(
-    owner: torch.Tensor | torch.UntypedStorage, address: int, length: int
-) -> np.ndarray[Any, Any]:
-    """A uint8 array of ``length`` bytes at ``address`` that keeps ``owner`` alive.
-
-    The attributes are set here rather than in an ``__init__``: a Python-level
-    constructor call is a quarter of the cost of a frame.
-    """
-    exporter = _StorageBytes()
-    exporter.owner = owner
-    exporter.__array_interface__ = {
-        "data": (address, False),
-        "shape": (length,),
-        "typestr": "|u1",
-        "version": 3,
-    }
-    return np.asarray(exporter)
 
 
 class DecodeContext:
