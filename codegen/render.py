@@ -82,7 +82,7 @@ class Helper:
     param: str
     returns: str
     item_convs: tuple[str, ...]
-    """Callables converting each item (a tuple's positions; a dict's key and value)."""
+    """Callables converting a tuple's items, or a dict's keys."""
     item_expr: str
     """For lists and dicts: the expression converting ``item`` (optionals inlined)."""
     item_types: tuple[str, ...]
@@ -458,13 +458,9 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
                     "default": _literal(f.default.value)
                     if isinstance(f.default, ir.Default)
                     else None,
-                    "to_wire_expr": _constrained(
-                        r.convert_expr(f.type, f"obj.{f.name}", "to_wire"), f.constraints
-                    ),
+                    "to_wire_expr": _checked(r, f, f"obj.{f.name}"),
                     "guard": _fast_guard(f.type, f.constraints, f"v_{f.name}"),
-                    "to_wire_checked": _constrained(
-                        r.convert_expr(f.type, f"v_{f.name}", "to_wire"), f.constraints
-                    ),
+                    "to_wire_checked": _checked(r, f, f"v_{f.name}"),
                     "from_wire_expr": r.convert_expr(f.type, f"wire.{f.name}", "from_wire"),
                     "identity": r.identity_on_decode(f.type),
                 }
@@ -553,13 +549,15 @@ def _fast_guard(t: ir.TypeExpr, constraints: ir.Constraints, value: str) -> str 
     return None
 
 
-def _constrained(expression: str, constraints: ir.Constraints) -> str:
-    """Check a field's constraints when encoding too, so that bad values fail at the sender."""
-    if not constraints.items():
+def _checked(r: _Renderer, f: ir.Field, value: str) -> str:
+    """The expression a struct's encoder converts field ``f`` (read as ``value``) with,
+    checking its constraints too, so that bad values fail at the sender."""
+    if f.type == ir.Builtin("int") and f.constraints.items() == [("ge", 0)]:
+        return f"_b.expect_uint({value}, ctx)"  # the type and the bound in one call
+    expression = r.convert_expr(f.type, value, "to_wire")
+    if not f.constraints.items():
         return expression
-    if constraints.items() == [("ge", 0)] and expression.startswith("_b.expect_int("):
-        return expression.replace("_b.expect_int(", "_b.expect_uint(", 1)  # one call, not two
-    arguments = ", ".join(f"{name}={layout.literal(value)}" for name, value in constraints.items())
+    arguments = ", ".join(f"{n}={layout.literal(v)}" for n, v in f.constraints.items())
     return f"_b.constrained({expression}, {arguments})"
 
 

@@ -22,6 +22,8 @@ from mmcodec.runtime.wire import IntLeaf, ListNode, NestedWire, SliceWire, Tuple
 NestedTensors = Any
 """``torch.Tensor | int | float | list[NestedTensors] | tuple[NestedTensors, ...]``."""
 
+_Tensor = torch.Tensor
+
 
 def nested_tensors_to_wire(value: NestedTensors, ctx: EncodeContext, depth: int = 0) -> NestedWire:
     # type() first: isinstance() against torch.Tensor goes through its metaclass.
@@ -46,9 +48,6 @@ def nested_tensors_to_wire(value: NestedTensors, ctx: EncodeContext, depth: int 
     if kind is float:
         return value  # type: ignore[no-any-return]
     raise EncodeError(f"{kind.__name__} is not a nested tensor (tensor, int, float, list or tuple)")
-
-
-_Tensor = torch.Tensor
 
 
 def nested_tensors_from_wire(node: NestedWire, ctx: DecodeContext, depth: int = 0) -> NestedTensors:
@@ -154,8 +153,7 @@ def expect_uint(value: object, ctx: EncodeContext) -> int:
     """``expect_int`` and the constraint ``ge: 0`` in one call (sizes, offsets, counts)."""
     if type(value) is int and 0 <= value < _INT_END:
         return value
-    checked: int = constrained(expect_int(value, ctx), ge=0)  # raises, saying why
-    return checked  # pragma: no cover - only an out-of-range int gets here, and it raised
+    return int(constrained(expect_int(value, ctx), ge=0))  # raises, saying why
 
 
 def expect_float(value: object, ctx: EncodeContext) -> float:

@@ -160,9 +160,7 @@ class SchemaCodec:
     ) -> list[Frame]:
         """Encode ``obj``; an EncodeError (with the path) for what a receiver with ``limits``
         would reject: the sender checks every limit it can, with the receiver's defaults."""
-        named = self._by_python_type.get(obj.__class__) if type is None else None
-        if named is None:
-            named = self._named_for_encode(obj, type)
+        named = self._named_for_encode(obj, type)
         ctx = EncodeContext(limits.max_depth)
         try:
             body = named.to_wire(obj, ctx)
@@ -261,14 +259,7 @@ class SchemaCodec:
             envelope = named.envelope_decoder.decode(header)
         except (msgspec.DecodeError, UnicodeDecodeError) as e:  # the latter: a str not UTF-8
             self._explain_bad_header(header, named, e)
-        if (
-            envelope.magic != MAGIC
-            or envelope.wire_version != WIRE_VERSION
-            or envelope.schema != self.schema
-            or envelope.major != self.major
-            or envelope.root != named.name
-        ):
-            self._check_head(envelope, named)  # raises, saying which
+        self._check_head(envelope, named)
         body = envelope.body
         refs = envelope.refs
         try:
@@ -278,8 +269,7 @@ class SchemaCodec:
             # the first value that uses it.
             named.from_wire(body, DiagnoseContext(e, refs, limits))
             raise DecodeError(f"{e.message}, used by no value") from None
-        if refs:
-            check_refs(refs, layouts, total, limits)
+        check_refs(refs, layouts, total, limits)
         reached = None
         if total > EAGER_TENSORS:
             # Learn which tensors the body uses before building any (see DryContext).

@@ -356,7 +356,7 @@ def _numel(shape: torch.Size) -> int:
 def _place_region(region: list[_Run], inline_threshold: int, frames: list[Frame]) -> None:
     """Make one storage region a frame (or inline it) and point its runs into it."""
     start = region[0].start
-    end = region[0].end if len(region) == 1 else max(run.end for run in region)
+    end = max(run.end for run in region)
     if end == start:  # only empty tensors
         for run in region:
             run.data = memoryview(b"")
@@ -385,8 +385,6 @@ def _owner(region: list[_Run], end: int) -> torch.Tensor:
 def _inline_bytes(owner: torch.Tensor, start: int, length: int) -> memoryview:
     """A copy of ``length`` bytes of ``owner``'s storage from ``start`` (in bounds: the
     caller planned the range inside the storage, and ``owner`` keeps it alive meanwhile)."""
-    if length == 0:
-        return memoryview(b"")
     return _copy_bytes(owner.untyped_storage().data_ptr() + start, length)
 
 
@@ -398,8 +396,6 @@ def _copy_bytes(address: int, length: int) -> memoryview:
 def _byte_view(owner: torch.Tensor, start: int, length: int) -> Frame:
     """``length`` bytes of ``owner``'s storage from ``start``, zero-copy; the view keeps
     the storage alive."""
-    if length == 0:
-        return memoryview(b"")
     storage = owner.untyped_storage()
     return _view_bytes(storage, storage.data_ptr() + start, length)
 
