@@ -174,7 +174,7 @@ def _FlatSlice_to_wire(obj: FlatSlice, ctx: _EncodeContext) -> _FlatSliceWire:
     seen = ctx.shared["multimodal.FlatSlice"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return ref  # type: ignore[no-any-return]
+        return _wire.IntTagRef(ref)
     wire: _FlatSliceWire
     if type(obj) is slice:
         wire = _FlatSlice_0Wire(_b.slice_to_wire(obj, ctx))
@@ -186,7 +186,7 @@ def _FlatSlice_to_wire(obj: FlatSlice, ctx: _EncodeContext) -> _FlatSliceWire:
         raise EncodeError(
             f"expected one of slice, tuple[slice, ...], list[slice], got {type(obj).__name__}"
         )
-    seen[id(obj)] = _wire.IntTagRef(len(seen))  # what later occurrences send
+    seen[id(obj)] = len(seen)  # later occurrences send it as a _wire.IntTagRef
     return wire
 
 
@@ -287,7 +287,7 @@ def _BaseMultiModalField_to_wire(
     seen = ctx.shared["multimodal.BaseMultiModalField"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return ref  # type: ignore[no-any-return]
+        return _wire.IntTagRef(ref)
     wire: _BaseMultiModalFieldWire
     if isinstance(obj, BatchedField):
         wire = _BatchedField_to_wire(obj, ctx)
@@ -299,7 +299,7 @@ def _BaseMultiModalField_to_wire(
         raise EncodeError(
             f"expected one of BatchedField, FlatField, SharedField, got {type(obj).__name__}"
         )
-    seen[id(obj)] = _wire.IntTagRef(len(seen))  # what later occurrences send
+    seen[id(obj)] = len(seen)  # later occurrences send it as a _wire.IntTagRef
     return wire
 
 

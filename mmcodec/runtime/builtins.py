@@ -6,10 +6,11 @@ when the error is raised and added to its path; nothing is converted twice.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import UserDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import numpy as np
 import torch
@@ -228,10 +229,31 @@ def expect_mapping(value: object) -> Any:
     """
     if isinstance(value, dict):
         return value
-    if isinstance(value, UserDict):
-        return value.data
-    if isinstance(value, Mapping):
-        return value
+    kind = type(value)
+    read = _ENTRIES.get(kind)
+    if read is None:
+        read = _ENTRIES[kind] = _entries_of(kind)  # once per class: isinstance on an ABC is slow
+    return read(value)
+
+
+def _entries_of(kind: type) -> Callable[[Any], Any]:
+    if issubclass(kind, UserDict):
+        return _user_dict_data
+    if issubclass(kind, Mapping):
+        return _itself
+    return _not_a_mapping
+
+
+_ENTRIES: dict[type, Callable[[Any], Any]] = {}
+"""Per mapping class met so far, how to read its entries (a few classes per process)."""
+_user_dict_data = operator.attrgetter("data")
+
+
+def _itself(value: Any) -> Any:
+    return value
+
+
+def _not_a_mapping(value: object) -> NoReturn:
     raise _expected("a dict", value)
 
 

@@ -57,15 +57,15 @@ def as_byte_views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:
         raise DecodeError(f"{count} frames exceed the limit of {limits.max_frames}")
     views: list[memoryview] = []
     total = 0
-    for number, frame in enumerate(frames):
+    for frame in frames:
         try:
             view = memoryview(frame)
         except TypeError:
             raise DecodeError(
-                f"frame {number} is a {type(frame).__name__}, not a bytes-like object"
+                f"frame {len(views)} is a {type(frame).__name__}, not a bytes-like object"
             ) from None
         if view.format != "B" or view.ndim != 1 or not view.c_contiguous:
-            view = _flat_bytes(view, f"frame {number}")  # the message is built only here
+            view = _flat_bytes(view, f"frame {len(views)}")  # the message is built only here
         total += view.nbytes
         views.append(view)
     if views[0].nbytes > limits.max_header_bytes:

@@ -43,6 +43,7 @@ exceeds the cost of copying the bytes into the header and back out.
 _MAX_DIM = (1 << 63) - 1
 
 _STRIDED = torch.strided
+_TENSOR = torch.Tensor
 
 
 def _prime_readonly_warning() -> None:
@@ -80,7 +81,8 @@ class EncodeContext:
         """Register a tensor and return its reference (the same one for the same object)."""
         ref = self.ids.get(id(value))
         if ref is None:
-            if not isinstance(value, torch.Tensor):
+            # type() first: isinstance() against torch.Tensor goes through its metaclass.
+            if type(value) is not _TENSOR and not isinstance(value, torch.Tensor):
                 raise EncodeError(f"expected a tensor, got {type(value).__name__}")
             ref = len(self.tensors)
             self.ids[id(value)] = ref  # the list below keeps the object, so its id stays unique
@@ -513,11 +515,10 @@ class _Reach:
         self.starts: list[int] = []  # per run, the position of its first tensor
         self.stand_ins: list[torch.Tensor] = []  # per run (not per tensor: memory)
         start = 0
-        for layout in layouts:
+        for info, shape, count, _, _ in layouts:
             self.starts.append(start)
-            start += layout.count
-            stand_in = torch.zeros((), dtype=layout.info.torch_dtype).expand(layout.shape)
-            self.stand_ins.append(stand_in)
+            start += count
+            self.stand_ins.append(torch.zeros((), dtype=info.torch_dtype).expand(shape))
         self.reached = bytearray(total)
 
     def __getitem__(self, ref: int) -> torch.Tensor:
@@ -529,25 +530,10 @@ class _Reach:
         return len(self.positions)
 
 
-class Layout:
-    """A run that passed every check: what building its tensors needs, and nothing else."""
-
-    __slots__ = ("array_shape", "buffer", "count", "info", "offset", "shape")
-
-    def __init__(
-        self,
-        info: DtypeInfo,
-        shape: tuple[int, ...],
-        count: int,
-        buffer: memoryview,
-        offset: int,
-    ) -> None:
-        self.info = info
-        self.shape = shape
-        self.count = count
-        self.array_shape = shape if count == 1 else (count, *shape)
-        self.buffer = buffer
-        self.offset = offset
+Layout = tuple[DtypeInfo, tuple[int, ...], int, memoryview, int]
+"""A run that passed every check, as what building its tensors needs and nothing else:
+(dtype, shape of one tensor, tensor count, buffer, byte offset). A plain tuple: a message's
+fixed cost is mostly per-object Python work, and a tuple is the cheapest record there is."""
 
 
 EAGER_TENSORS = 1024
@@ -585,7 +571,7 @@ def check_runs(
             e.message = f"{e.message} (tensor run {index})"
             raise
         layouts.append(layout)
-        total += layout.count
+        total += layout[2]
     if n_frames > 1 and not all(used[1:]):
         number = used.index(False, 1)
         raise DecodeError(f"frame {number} is not referenced by any tensor")
@@ -617,7 +603,7 @@ def check_refs(refs: list[int], layouts: list[Layout], total: int, limits: Limit
 def _run_of(layouts: list[Layout], position: int) -> int:
     end = 0
     for index, layout in enumerate(layouts):
-        end += layout.count
+        end += layout[2]
         if position < end:
             return index
     return len(layouts)  # pragma: no cover - positions are in range
@@ -633,24 +619,23 @@ def build_tensors(
     """
     out: list[torch.Tensor] = []
     for layout in layouts:
-        count = layout.count
+        info, shape, count, buffer, offset = layout
         if reached is not None:
             start = len(out)
-            used = reached.count(1, start, start + count)
-            if used < count:
+            if reached.count(1, start, start + count) < count:
                 _build_some(layout, copy, reached, start, out)
                 continue
-        tensor = _build(layout, layout.array_shape, layout.offset, copy)
         if count == 1:
-            out.append(tensor)
+            out.append(_build(info, shape, buffer, offset, copy))
         else:
-            out.extend(tensor.unbind(0))
+            out.extend(_build(info, (count, *shape), buffer, offset, copy).unbind(0))
     return out
 
 
-def _build(layout: Layout, shape: tuple[int, ...], offset: int, copy: bool) -> torch.Tensor:
-    info = layout.info
-    array = np.ndarray(shape, info.numpy_carrier, layout.buffer, offset)
+def _build(
+    info: DtypeInfo, shape: tuple[int, ...], buffer: memoryview, offset: int, copy: bool
+) -> torch.Tensor:
+    array = np.ndarray(shape, info.numpy_carrier, buffer, offset)
     if copy or not array.flags.aligned or (info.name in _OVER_ALIGNED and _misaligned(array, info)):
         array = array.copy()  # copy=True, or a transport that handed us unaligned bytes
     tensor = torch.from_numpy(array)
@@ -663,14 +648,15 @@ def _build_some(
     layout: Layout, copy: bool, reached: bytearray, start: int, out: list[torch.Tensor]
 ) -> None:
     """A run the body uses only in part: one view per tensor used, a placeholder for the rest."""
-    nbytes = layout.info.itemsize
-    for dim in layout.shape:
+    info, shape, count, buffer, offset = layout
+    nbytes = info.itemsize
+    for dim in shape:
         nbytes *= dim
-    end = start + layout.count
+    end = start + count
     position = reached.find(1, start, end)
     while position >= 0:
         out.extend(itertools.repeat(_PLACEHOLDER, position - len(out)))
-        out.append(_build(layout, layout.shape, layout.offset + (position - start) * nbytes, copy))
+        out.append(_build(info, shape, buffer, offset + (position - start) * nbytes, copy))
         position = reached.find(1, position + 1, end)
     out.extend(itertools.repeat(_PLACEHOLDER, end - len(out)))
 
@@ -686,7 +672,7 @@ def _check_run(
     info = BY_NAME.get(run.dtype)
     if info is None:
         raise RunError(f"unknown dtype {run.dtype!r}", count)
-    if not 1 <= count <= limits.max_elements or count > room:
+    if not 1 <= count <= room:  # room is at most max_elements
         raise RunError(
             f"tensor count {count} outside 1..{room} (a message holds at most "
             "max_tensors and max_elements tensors, and one per byte of its header)",
@@ -695,17 +681,13 @@ def _check_run(
     shape = run.shape
     if len(shape) > limits.max_ndim:
         raise RunError(f"{len(shape)} dimensions exceed the limit of {limits.max_ndim}", count)
-    numel = 1
-    extent = info.itemsize * count  # the same product with zero dimensions left out
+    nbytes = info.itemsize * count
     for dim in shape:
         if not 0 <= dim <= _MAX_DIM:
             raise RunError(f"shape entry {dim} is not a non-negative int64", count)
-        numel *= dim  # Python ints: no overflow; the length check below bounds it
-        if dim:
-            extent *= dim
-    if extent > _MAX_DIM:  # no bytes, but numpy still refuses such a shape
+        nbytes *= dim  # Python ints: no overflow; the checks below bound it
+    if nbytes > _MAX_DIM or (not nbytes and _extent(info, count, shape) > _MAX_DIM):
         raise RunError(f"shape {list(shape)} of {info.name} spans 2**63 bytes or more", count)
-    nbytes = numel * info.itemsize * count
     data = run.data
     if type(data) is int:
         if not 1 <= data < len(frames):
@@ -728,9 +710,19 @@ def _check_run(
                 f"{info.name} needs {nbytes}",
                 count,
             )
-    if info.name == "bool" and nbytes and _has_non_boolean_byte(buffer, offset, nbytes):
+    if info is _BOOL and nbytes and _has_non_boolean_byte(buffer, offset, nbytes):
         raise RunError("bool payload holds a byte other than 0 and 1", count)
-    return Layout(info, tuple(shape), count, buffer, offset)
+    return info, tuple(shape), count, buffer, offset
+
+
+def _extent(info: DtypeInfo, count: int, shape: list[int]) -> int:
+    """The bytes a shape with a zero in it would span without its zeros: numpy refuses a
+    shape whose extent reaches 2**63, bytes or not."""
+    extent = info.itemsize * count
+    for dim in shape:
+        if dim:
+            extent *= dim
+    return extent
 
 
 _OVER_ALIGNED = frozenset({"complex64", "complex128"})

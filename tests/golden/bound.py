@@ -198,7 +198,7 @@ def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
     seen = ctx.shared["bound.Shape"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return ref  # type: ignore[no-any-return]
+        return _wire.IntTagRef(ref)
     wire: _ShapeWire
     if isinstance(obj, Point):
         wire = _Point_to_wire(obj, ctx)
@@ -208,7 +208,7 @@ def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
         wire = _Polygon_to_wire(obj, ctx)
     else:
         raise EncodeError(f"expected one of Point, Circle, Polygon, got {type(obj).__name__}")
-    seen[id(obj)] = _wire.IntTagRef(len(seen))  # what later occurrences send
+    seen[id(obj)] = len(seen)  # later occurrences send it as a _wire.IntTagRef
     return wire
 
 

@@ -183,7 +183,7 @@ def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
     seen = ctx.shared["common.Shape"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return ref  # type: ignore[no-any-return]
+        return _wire.StrTagRef(ref)
     wire: _ShapeWire
     if isinstance(obj, Circle):
         wire = _Circle_to_wire(obj, ctx)
@@ -191,7 +191,7 @@ def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
         wire = _Shape_polygonWire(_list_Point_to_wire(obj, ctx))
     else:
         raise EncodeError(f"expected one of Circle, list[Point], got {type(obj).__name__}")
-    seen[id(obj)] = _wire.StrTagRef(len(seen))  # what later occurrences send
+    seen[id(obj)] = len(seen)  # later occurrences send it as a _wire.StrTagRef
     return wire
 
 

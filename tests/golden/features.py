@@ -1003,7 +1003,7 @@ def _Value_to_wire(obj: Value, ctx: _EncodeContext) -> _ValueWire:
     seen = ctx.shared["features.Value"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return ref  # type: ignore[no-any-return]
+        return _wire.IntTagRef(ref)
     wire: _ValueWire
     if isinstance(obj, Sample):
         wire = _Sample_to_wire(obj, ctx)
@@ -1027,7 +1027,7 @@ def _Value_to_wire(obj: Value, ctx: _EncodeContext) -> _ValueWire:
         raise EncodeError(
             f"expected one of Sample, int, str, torch.Tensor, list[float], tuple[int, int], dict[str, int], Empty, bytes, got {type(obj).__name__}"
         )
-    seen[id(obj)] = _wire.IntTagRef(len(seen))  # what later occurrences send
+    seen[id(obj)] = len(seen)  # later occurrences send it as a _wire.IntTagRef
     return wire
 
 
@@ -1065,7 +1065,7 @@ def _Reading_to_wire(obj: Reading, ctx: _EncodeContext) -> _ReadingWire:
     seen = ctx.shared["features.Reading"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return ref  # type: ignore[no-any-return]
+        return _wire.IntTagRef(ref)
     wire: _ReadingWire
     if isinstance(obj, Sample):
         wire = _Sample_to_wire(obj, ctx)
@@ -1073,7 +1073,7 @@ def _Reading_to_wire(obj: Reading, ctx: _EncodeContext) -> _ReadingWire:
         wire = _Reading_1Wire(_b.expect_float(obj, ctx))
     else:
         raise EncodeError(f"expected one of Sample, float, got {type(obj).__name__}")
-    seen[id(obj)] = _wire.IntTagRef(len(seen))  # what later occurrences send
+    seen[id(obj)] = len(seen)  # later occurrences send it as a _wire.IntTagRef
     return wire
 
 
@@ -1100,7 +1100,7 @@ def _Event_to_wire(obj: Event, ctx: _EncodeContext) -> _EventWire:
     seen = ctx.shared["features.Event"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return ref  # type: ignore[no-any-return]
+        return _wire.StrTagRef(ref)
     wire: _EventWire
     if isinstance(obj, Click):
         wire = _Click_to_wire(obj, ctx)
@@ -1112,7 +1112,7 @@ def _Event_to_wire(obj: Event, ctx: _EncodeContext) -> _EventWire:
         wire = _Event_slice_2d_ofWire(_b.slice_to_wire(obj, ctx))
     else:
         raise EncodeError(f"expected one of Click, Key, bool, slice, got {type(obj).__name__}")
-    seen[id(obj)] = _wire.StrTagRef(len(seen))  # what later occurrences send
+    seen[id(obj)] = len(seen)  # later occurrences send it as a _wire.StrTagRef
     return wire
 
 
@@ -1287,7 +1287,7 @@ def _Expr_to_wire(obj: Expr, ctx: _EncodeContext) -> _ExprWire:
     seen = ctx.shared["features.Expr"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return ref  # type: ignore[no-any-return]
+        return _wire.IntTagRef(ref)
     wire: _ExprWire
     if isinstance(obj, Lit):
         wire = _Lit_to_wire(obj, ctx)
@@ -1297,7 +1297,7 @@ def _Expr_to_wire(obj: Expr, ctx: _EncodeContext) -> _ExprWire:
         wire = _Neg_to_wire(obj, ctx)
     else:
         raise EncodeError(f"expected one of Lit, Add, Neg, got {type(obj).__name__}")
-    seen[id(obj)] = _wire.IntTagRef(len(seen))  # what later occurrences send
+    seen[id(obj)] = len(seen)  # later occurrences send it as a _wire.IntTagRef
     return wire
 
 
