@@ -421,6 +421,7 @@ def _view_bytes(owner: torch.Tensor | torch.UntypedStorage, address: int, length
 class _AddressSpace(ctypes.Array[ctypes.c_char]):
     """Bytes from an address onwards, as far as any tensor can reach: only ever sliced."""
 
+    __slots__ = ("owner",)  # no per-frame __dict__
     _type_ = ctypes.c_char
     _length_ = 1 << 62
     owner: torch.Tensor | torch.UntypedStorage
