@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import UserDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,29 @@ def test_touch_counts_every_tensor_reference() -> None:
         }
     )
     assert touch(MultiModalKwargsItems({"image": [item, None], "audio": []})) == (3, 8 + 0 + 1)
+
+
+class _UserItems(UserDict[str, Any]):
+    """Stands in for vLLM's item classes, which are UserDicts; counts Python-level lookups."""
+
+    lookups = 0
+
+    def __getitem__(self, key: str) -> Any:
+        _UserItems.lookups += 1
+        return super().__getitem__(key)
+
+
+def test_touch_reads_user_dicts_through_their_entries() -> None:
+    items = small_items(0)
+    wrapped = _UserItems(
+        {
+            modality: [None if item is None else _UserItems(item) for item in item_list]
+            for modality, item_list in items.items()
+        }
+    )
+    _UserItems.lookups = 0
+    assert touch(wrapped) == touch(items) == (64 * 4, 64 * (24 + 512 + 512 + 8))  # type: ignore[arg-type]
+    assert _UserItems.lookups == 0  # the entries were read from the wrapped dicts
 
 
 @pytest.mark.parametrize("method", METHODS, ids=lambda m: m.name)
