@@ -218,7 +218,9 @@ def _FlatSlice_to_wire(obj: FlatSlice, ctx: _EncodeContext) -> _FlatSliceWire:
     seen = ctx.shared["multimodal.FlatSlice"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return _wire.IntTagRef(ref)
+        if type(ref) is int:  # sent once so far: build its reference now, and only once
+            ref = seen[id(obj)] = _wire.IntTagRef(ref)
+        return ref
     wire: _FlatSliceWire
     if type(obj) is slice:
         wire = _FlatSlice_0Wire(_b.slice_to_wire(obj, ctx))
@@ -331,7 +333,9 @@ def _BaseMultiModalField_to_wire(
     seen = ctx.shared["multimodal.BaseMultiModalField"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return _wire.IntTagRef(ref)
+        if type(ref) is int:  # sent once so far: build its reference now, and only once
+            ref = seen[id(obj)] = _wire.IntTagRef(ref)
+        return ref
     wire: _BaseMultiModalFieldWire
     if isinstance(obj, BatchedField):
         wire = _BatchedField_to_wire(obj, ctx)

@@ -198,7 +198,9 @@ def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
     seen = ctx.shared["bound.Shape"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return _wire.IntTagRef(ref)
+        if type(ref) is int:  # sent once so far: build its reference now, and only once
+            ref = seen[id(obj)] = _wire.IntTagRef(ref)
+        return ref
     wire: _ShapeWire
     if isinstance(obj, Point):
         wire = _Point_to_wire(obj, ctx)

@@ -183,7 +183,9 @@ def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
     seen = ctx.shared["common.Shape"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return _wire.StrTagRef(ref)
+        if type(ref) is int:  # sent once so far: build its reference now, and only once
+            ref = seen[id(obj)] = _wire.StrTagRef(ref)
+        return ref
     wire: _ShapeWire
     if isinstance(obj, Circle):
         wire = _Circle_to_wire(obj, ctx)

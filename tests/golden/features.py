@@ -1003,7 +1003,9 @@ def _Value_to_wire(obj: Value, ctx: _EncodeContext) -> _ValueWire:
     seen = ctx.shared["features.Value"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return _wire.IntTagRef(ref)
+        if type(ref) is int:  # sent once so far: build its reference now, and only once
+            ref = seen[id(obj)] = _wire.IntTagRef(ref)
+        return ref
     wire: _ValueWire
     if isinstance(obj, Sample):
         wire = _Sample_to_wire(obj, ctx)
@@ -1065,7 +1067,9 @@ def _Reading_to_wire(obj: Reading, ctx: _EncodeContext) -> _ReadingWire:
     seen = ctx.shared["features.Reading"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return _wire.IntTagRef(ref)
+        if type(ref) is int:  # sent once so far: build its reference now, and only once
+            ref = seen[id(obj)] = _wire.IntTagRef(ref)
+        return ref
     wire: _ReadingWire
     if isinstance(obj, Sample):
         wire = _Sample_to_wire(obj, ctx)
@@ -1100,7 +1104,9 @@ def _Event_to_wire(obj: Event, ctx: _EncodeContext) -> _EventWire:
     seen = ctx.shared["features.Event"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return _wire.StrTagRef(ref)
+        if type(ref) is int:  # sent once so far: build its reference now, and only once
+            ref = seen[id(obj)] = _wire.StrTagRef(ref)
+        return ref
     wire: _EventWire
     if isinstance(obj, Click):
         wire = _Click_to_wire(obj, ctx)
@@ -1287,7 +1293,9 @@ def _Expr_to_wire(obj: Expr, ctx: _EncodeContext) -> _ExprWire:
     seen = ctx.shared["features.Expr"]
     ref = seen.get(id(obj))
     if ref is not None:
-        return _wire.IntTagRef(ref)
+        if type(ref) is int:  # sent once so far: build its reference now, and only once
+            ref = seen[id(obj)] = _wire.IntTagRef(ref)
+        return ref
     wire: _ExprWire
     if isinstance(obj, Lit):
         wire = _Lit_to_wire(obj, ctx)
