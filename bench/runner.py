@@ -14,7 +14,6 @@ import ctypes
 import gc
 import math
 import time
-from collections import UserDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -24,6 +23,7 @@ import torch
 from bench.baselines import BASELINES, Baseline, Frame
 from mmcodec.generated import multimodal as mm
 from mmcodec.payloads import iter_tensors
+from mmcodec.runtime.builtins import expect_mapping
 from mmcodec.runtime.tensors import DEFAULT_INLINE_THRESHOLD
 
 K = TypeVar("K", bound=Hashable)
@@ -208,17 +208,17 @@ def touch(items: mm.MultiModalKwargsItems) -> tuple[int, int]:
     memory is there without paying a torch operator per tensor. Returns (tensor references,
     their total ``nbytes``), the same for every lossless or lossy method on one payload.
 
-    Mappings are read through their entries the cheapest way too (:func:`_values`): vLLM's
-    item classes are ``UserDict``s, whose ``values()`` is Python code costing about 1 µs per
+    Mappings are read the way the encoder reads them (``expect_mapping``): vLLM's item
+    classes are ``UserDict``s, whose own ``values()`` is Python code costing about 1 µs per
     entry, a cost of the container class that neither codec has and both would pay alike.
     """
     count = 0
     nbytes = 0
-    for item_list in _values(items):
+    for item_list in expect_mapping(items).values():
         for item in item_list:
             if item is None:
                 continue
-            for elem in _values(item):
+            for elem in expect_mapping(item).values():
                 data = elem.data
                 if type(data) is _Tensor:
                     size = data.nbytes
@@ -231,15 +231,6 @@ def touch(items: mm.MultiModalKwargsItems) -> tuple[int, int]:
                     count += c
                     nbytes += b
     return count, nbytes
-
-
-def _values(mapping: Any) -> Any:
-    """A mapping's values: a dict's own, a ``UserDict``'s from the dict it wraps."""
-    if isinstance(mapping, dict):
-        return mapping.values()
-    if isinstance(mapping, UserDict):
-        return mapping.data.values()
-    return mapping.values()
 
 
 def _touch_nested(data: object) -> tuple[int, int]:

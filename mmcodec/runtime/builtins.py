@@ -154,7 +154,7 @@ def expect_uint(value: object, ctx: EncodeContext) -> int:
     """``expect_int`` and the constraint ``ge: 0`` in one call (sizes, offsets, counts)."""
     if type(value) is int and 0 <= value < _INT_END:
         return value
-    return int(constrained(expect_int(value, ctx), ge=0))  # raises, saying why
+    return int(constrained(expect_int(value, ctx), ge=0))  # other integers, or why not
 
 
 def expect_float(value: object, ctx: EncodeContext) -> float:

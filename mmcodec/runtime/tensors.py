@@ -43,7 +43,7 @@ exceeds the cost of copying the bytes into the header and back out.
 _MAX_DIM = (1 << 63) - 1
 
 _STRIDED = torch.strided
-_TENSOR = torch.Tensor
+_Tensor = torch.Tensor
 
 
 def _prime_readonly_warning() -> None:
@@ -82,7 +82,7 @@ class EncodeContext:
         ref = self.ids.get(id(value))
         if ref is None:
             # type() first: isinstance() against torch.Tensor goes through its metaclass.
-            if type(value) is not _TENSOR and not isinstance(value, torch.Tensor):
+            if type(value) is not _Tensor and not isinstance(value, torch.Tensor):
                 raise EncodeError(f"expected a tensor, got {type(value).__name__}")
             ref = len(self.tensors)
             self.ids[id(value)] = ref  # the list below keeps the object, so its id stays unique
