@@ -151,9 +151,10 @@ def plan_payloads(
     This runs once per distinct tensor, so it reads each tensor's metadata once and
     keeps per-tensor work to plain tuples (torch attribute reads cost ~50 ns each).
     """
-    most = min(limits.max_tensors, limits.max_elements)
+    most, name = limits.max_tensors, "max_tensors"
+    if limits.max_elements < most:  # not min(): its argument parsing costs more
+        most, name = limits.max_elements, "max_elements"
     if len(tensors) > most:
-        name = "max_tensors" if most == limits.max_tensors else "max_elements"
         raise TensorEncodeError(
             f"a message of more than {most} tensors exceeds the receiver's limit ({name})",
             most,
@@ -179,7 +180,9 @@ def plan_payloads(
     # 2. Group by (storage address, dtype): the candidates for runs.
     groups: dict[tuple[int, str], list[tuple[int, int, torch.Tensor, torch.Size]]] = {}
     for address, _, ref, t, info, shape in placed:
-        base = t.untyped_storage().data_ptr()
+        # Where the storage starts, without untyped_storage(), which makes a Python object.
+        # (An int for the CPU tensors placed here: only symbolic tracing gives a SymInt.)
+        base: int = address - t.storage_offset() * info.itemsize  # type: ignore[assignment]
         key = (base, info.name)
         members = groups.get(key)
         if members is None:
@@ -553,18 +556,25 @@ def check_runs(
     :class:`DecodeError` for problems that belong to the message as a whole.
     """
     n_frames = len(frames)
-    used = [False] * n_frames
     layouts: list[Layout] = []
     total = 0
     # Every tensor is referenced from the header by at least one byte (a bare int in the
     # body, or an entry of the refs table), so a header of n bytes holds at most n
     # tensors: a few bytes cannot ask for a million empty tensors. That every one is
     # in fact referenced is checked before (or, for small messages, while) they are used.
-    max_tensors = min(limits.max_tensors, limits.max_elements, frames[0].nbytes)
+    # (Comparisons, not min(): a builtin's argument parsing costs more than the check.)
+    max_tensors = limits.max_tensors
+    if limits.max_elements < max_tensors:
+        max_tensors = limits.max_elements
+    if frames[0].nbytes < max_tensors:
+        max_tensors = frames[0].nbytes
+    # Frames 1..unused-1 are used so far: encoders number frames in the order runs use
+    # them, so one comparison per run proves that every frame is used.
+    unused = 1
     for index, run in enumerate(runs):
         room = max_tensors - total
         try:
-            layout = _check_run(run, frames, used, limits, room)
+            layout = _check_run(run, frames, limits, room)
         except RunError as e:
             e.first = total
             # A run whose count is itself bad claims every position after it.
@@ -573,10 +583,23 @@ def check_runs(
             raise
         layouts.append(layout)
         total += layout[2]
-    if n_frames > 1 and not all(used[1:]):
-        number = used.index(False, 1)
-        raise DecodeError(f"frame {number} is not referenced by any tensor")
+        data = run.data
+        if type(data) is int and data == unused:
+            unused += 1
+    if unused < n_frames:
+        _check_frames_used(runs, n_frames)
     return layouts, total
+
+
+def _check_frames_used(runs: list[TensorRun], n_frames: int) -> None:
+    """Fail for the first payload frame that no run uses (runs that use frames out of
+    order, or skip one, take this path)."""
+    used = [False] * n_frames
+    for run in runs:
+        if type(run.data) is int:
+            used[run.data] = True  # in range: every run passed _check_run
+    if not all(used[1:]):
+        raise DecodeError(f"frame {used.index(False, 1)} is not referenced by any tensor")
 
 
 def check_refs(refs: list[int], layouts: list[Layout], total: int, limits: Limits) -> int:
@@ -662,13 +685,7 @@ def _build_some(
     out.extend(itertools.repeat(_PLACEHOLDER, end - len(out)))
 
 
-def _check_run(
-    run: TensorRun,
-    frames: Sequence[memoryview],
-    used: list[bool],
-    limits: Limits,
-    room: int,
-) -> Layout:
+def _check_run(run: TensorRun, frames: Sequence[memoryview], limits: Limits, room: int) -> Layout:
     count = run.count
     info = BY_NAME.get(run.dtype)
     if info is None:
@@ -694,7 +711,6 @@ def _check_run(
         if not 1 <= data < len(frames):
             raise RunError(f"frame {data} out of range ({len(frames)} frames)", count)
         buffer = frames[data]
-        used[data] = True
         offset = run.offset
         if offset < 0 or offset + nbytes > buffer.nbytes:
             raise RunError(

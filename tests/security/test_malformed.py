@@ -39,6 +39,7 @@ from tests.security.samples import (
     nested_item,
     run_index_of,
     run_of,
+    same,
     with_header,
 )
 
@@ -242,6 +243,16 @@ def test_frame_not_referenced_after_a_run_moves_to_another(frames: list[bytes]) 
     run[RUN_DATA] = 1  # the masks now read (bf16 pixel bytes as bools) from frame 1
     run[RUN_SHAPE] = [0]
     assert_rejected(with_header(envelope, frames), "$", "frame 2 is not referenced by any tensor")
+
+
+def test_runs_may_use_payload_frames_in_any_order(frames: list[bytes]) -> None:
+    # Encoders number frames in the order runs use them; a decoder must not rely on it.
+    envelope = header(frames)
+    for run in envelope[HEAD_TENSORS]:
+        if type(run[RUN_DATA]) is int:
+            run[RUN_DATA] = 3 - run[RUN_DATA]  # frames 1 and 2 swap places
+    decoded = mm.decode(with_header(envelope, [frames[0], frames[2], frames[1]]), ITEMS)
+    assert same(decoded, mm.decode(frames, ITEMS))
 
 
 # -- the envelope: identity checked first ---------------------------------------------------
