@@ -202,11 +202,21 @@ def _BatchedField_to_wire(obj: BatchedField, ctx: _EncodeContext) -> _BatchedFie
     )
 
 
+# Whether a BatchedField is built by assigning its fields (see _b.assigns_fields).
+_BatchedField_by_assignment = _b.assigns_fields(BatchedField, ("keep_on_cpu",))
+
+
 def _BatchedField_from_wire(wire: _BatchedFieldWire, ctx: _DecodeContext) -> BatchedField:
     try:
-        value = BatchedField(
-            keep_on_cpu=wire.keep_on_cpu,
-        )
+        value: BatchedField
+        if _BatchedField_by_assignment:  # what its __init__ does, without the call
+            bare: Any = object.__new__(BatchedField)
+            bare.keep_on_cpu = wire.keep_on_cpu
+            value = bare
+        else:
+            value = BatchedField(
+                keep_on_cpu=wire.keep_on_cpu,
+            )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(BatchedField, e) from e
     return value
@@ -277,6 +287,10 @@ def _FlatField_to_wire(obj: FlatField, ctx: _EncodeContext) -> _FlatFieldWire:
     )
 
 
+# Whether a FlatField is built by assigning its fields (see _b.assigns_fields).
+_FlatField_by_assignment = _b.assigns_fields(FlatField, ("slices", "dim", "keep_on_cpu"))
+
+
 def _FlatField_from_wire(wire: _FlatFieldWire, ctx: _DecodeContext) -> FlatField:
     # The field being converted, for the error path:
     where = ".slices"
@@ -285,11 +299,19 @@ def _FlatField_from_wire(wire: _FlatFieldWire, ctx: _DecodeContext) -> FlatField
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        value = FlatField(
-            slices=v_slices,
-            dim=wire.dim,
-            keep_on_cpu=wire.keep_on_cpu,
-        )
+        value: FlatField
+        if _FlatField_by_assignment:  # what its __init__ does, without the call
+            bare: Any = object.__new__(FlatField)
+            bare.slices = v_slices
+            bare.dim = wire.dim
+            bare.keep_on_cpu = wire.keep_on_cpu
+            value = bare
+        else:
+            value = FlatField(
+                slices=v_slices,
+                dim=wire.dim,
+                keep_on_cpu=wire.keep_on_cpu,
+            )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(FlatField, e) from e
     return value
@@ -314,12 +336,23 @@ def _SharedField_to_wire(obj: SharedField, ctx: _EncodeContext) -> _SharedFieldW
     )
 
 
+# Whether a SharedField is built by assigning its fields (see _b.assigns_fields).
+_SharedField_by_assignment = _b.assigns_fields(SharedField, ("batch_size", "keep_on_cpu"))
+
+
 def _SharedField_from_wire(wire: _SharedFieldWire, ctx: _DecodeContext) -> SharedField:
     try:
-        value = SharedField(
-            batch_size=wire.batch_size,
-            keep_on_cpu=wire.keep_on_cpu,
-        )
+        value: SharedField
+        if _SharedField_by_assignment:  # what its __init__ does, without the call
+            bare: Any = object.__new__(SharedField)
+            bare.batch_size = wire.batch_size
+            bare.keep_on_cpu = wire.keep_on_cpu
+            value = bare
+        else:
+            value = SharedField(
+                batch_size=wire.batch_size,
+                keep_on_cpu=wire.keep_on_cpu,
+            )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(SharedField, e) from e
     return value
@@ -400,6 +433,10 @@ def _MultiModalFieldElem_to_wire(
     )
 
 
+# Whether a MultiModalFieldElem is built by assigning its fields (see _b.assigns_fields).
+_MultiModalFieldElem_by_assignment = _b.assigns_fields(MultiModalFieldElem, ("data", "field"))
+
+
 def _MultiModalFieldElem_from_wire(
     wire: _MultiModalFieldElemWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> MultiModalFieldElem:
@@ -418,10 +455,17 @@ def _MultiModalFieldElem_from_wire(
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        value = MultiModalFieldElem(
-            data=v_data,
-            field=v_field,
-        )
+        value: MultiModalFieldElem
+        if _MultiModalFieldElem_by_assignment:  # what its __init__ does, without the call
+            bare: Any = object.__new__(MultiModalFieldElem)
+            bare.data = v_data
+            bare.field = v_field
+            value = bare
+        else:
+            value = MultiModalFieldElem(
+                data=v_data,
+                field=v_field,
+            )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(MultiModalFieldElem, e) from e
     values.append(value)

@@ -158,11 +158,21 @@ def _BatchedField_to_wire(obj: BatchedField, ctx: _EncodeContext) -> _BatchedFie
     )
 
 
+# Whether a BatchedField is built by assigning its fields (see _b.assigns_fields).
+_BatchedField_by_assignment = _b.assigns_fields(BatchedField, ("keep_on_cpu",))
+
+
 def _BatchedField_from_wire(wire: _BatchedFieldWire, ctx: _DecodeContext) -> BatchedField:
     try:
-        value = BatchedField(
-            keep_on_cpu=wire.keep_on_cpu,
-        )
+        value: BatchedField
+        if _BatchedField_by_assignment:  # what its __init__ does, without the call
+            bare: Any = object.__new__(BatchedField)
+            bare.keep_on_cpu = wire.keep_on_cpu
+            value = bare
+        else:
+            value = BatchedField(
+                keep_on_cpu=wire.keep_on_cpu,
+            )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(BatchedField, e) from e
     return value
@@ -233,6 +243,10 @@ def _FlatField_to_wire(obj: FlatField, ctx: _EncodeContext) -> _FlatFieldWire:
     )
 
 
+# Whether a FlatField is built by assigning its fields (see _b.assigns_fields).
+_FlatField_by_assignment = _b.assigns_fields(FlatField, ("slices", "dim", "keep_on_cpu"))
+
+
 def _FlatField_from_wire(wire: _FlatFieldWire, ctx: _DecodeContext) -> FlatField:
     # The field being converted, for the error path:
     where = ".slices"
@@ -241,11 +255,19 @@ def _FlatField_from_wire(wire: _FlatFieldWire, ctx: _DecodeContext) -> FlatField
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        value = FlatField(
-            slices=v_slices,
-            dim=wire.dim,
-            keep_on_cpu=wire.keep_on_cpu,
-        )
+        value: FlatField
+        if _FlatField_by_assignment:  # what its __init__ does, without the call
+            bare: Any = object.__new__(FlatField)
+            bare.slices = v_slices
+            bare.dim = wire.dim
+            bare.keep_on_cpu = wire.keep_on_cpu
+            value = bare
+        else:
+            value = FlatField(
+                slices=v_slices,
+                dim=wire.dim,
+                keep_on_cpu=wire.keep_on_cpu,
+            )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(FlatField, e) from e
     return value
@@ -270,12 +292,23 @@ def _SharedField_to_wire(obj: SharedField, ctx: _EncodeContext) -> _SharedFieldW
     )
 
 
+# Whether a SharedField is built by assigning its fields (see _b.assigns_fields).
+_SharedField_by_assignment = _b.assigns_fields(SharedField, ("batch_size", "keep_on_cpu"))
+
+
 def _SharedField_from_wire(wire: _SharedFieldWire, ctx: _DecodeContext) -> SharedField:
     try:
-        value = SharedField(
-            batch_size=wire.batch_size,
-            keep_on_cpu=wire.keep_on_cpu,
-        )
+        value: SharedField
+        if _SharedField_by_assignment:  # what its __init__ does, without the call
+            bare: Any = object.__new__(SharedField)
+            bare.batch_size = wire.batch_size
+            bare.keep_on_cpu = wire.keep_on_cpu
+            value = bare
+        else:
+            value = SharedField(
+                batch_size=wire.batch_size,
+                keep_on_cpu=wire.keep_on_cpu,
+            )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(SharedField, e) from e
     return value
@@ -356,6 +389,10 @@ def _MultiModalFieldElem_to_wire(
     )
 
 
+# Whether a MultiModalFieldElem is built by assigning its fields (see _b.assigns_fields).
+_MultiModalFieldElem_by_assignment = _b.assigns_fields(MultiModalFieldElem, ("data", "field"))
+
+
 def _MultiModalFieldElem_from_wire(
     wire: _MultiModalFieldElemWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> MultiModalFieldElem:
@@ -374,10 +411,17 @@ def _MultiModalFieldElem_from_wire(
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        value = MultiModalFieldElem(
-            data=v_data,
-            field=v_field,
-        )
+        value: MultiModalFieldElem
+        if _MultiModalFieldElem_by_assignment:  # what its __init__ does, without the call
+            bare: Any = object.__new__(MultiModalFieldElem)
+            bare.data = v_data
+            bare.field = v_field
+            value = bare
+        else:
+            value = MultiModalFieldElem(
+                data=v_data,
+                field=v_field,
+            )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(MultiModalFieldElem, e) from e
     values.append(value)
@@ -457,6 +501,12 @@ def _PlaceholderRange_to_wire(
     )
 
 
+# Whether a PlaceholderRange is built by assigning its fields (see _b.assigns_fields).
+_PlaceholderRange_by_assignment = _b.assigns_fields(
+    PlaceholderRange, ("offset", "length", "is_embed")
+)
+
+
 def _PlaceholderRange_from_wire(
     wire: _PlaceholderRangeWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> PlaceholderRange:
@@ -473,11 +523,19 @@ def _PlaceholderRange_from_wire(
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        value = PlaceholderRange(
-            offset=wire.offset,
-            length=wire.length,
-            is_embed=v_is_embed,
-        )
+        value: PlaceholderRange
+        if _PlaceholderRange_by_assignment:  # what its __init__ does, without the call
+            bare: Any = object.__new__(PlaceholderRange)
+            bare.offset = wire.offset
+            bare.length = wire.length
+            bare.is_embed = v_is_embed
+            value = bare
+        else:
+            value = PlaceholderRange(
+                offset=wire.offset,
+                length=wire.length,
+                is_embed=v_is_embed,
+            )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(PlaceholderRange, e) from e
     values.append(value)
@@ -525,6 +583,12 @@ def _MultiModalFeatureSpec_to_wire(
     )
 
 
+# Whether a MultiModalFeatureSpec is built by assigning its fields (see _b.assigns_fields).
+_MultiModalFeatureSpec_by_assignment = _b.assigns_fields(
+    MultiModalFeatureSpec, ("data", "modality", "identifier", "mm_position", "mm_hash")
+)
+
+
 def _MultiModalFeatureSpec_from_wire(
     wire: _MultiModalFeatureSpecWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> MultiModalFeatureSpec:
@@ -543,13 +607,23 @@ def _MultiModalFeatureSpec_from_wire(
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        value = MultiModalFeatureSpec(
-            data=v_data,
-            modality=wire.modality,
-            identifier=wire.identifier,
-            mm_position=v_mm_position,
-            mm_hash=wire.mm_hash,
-        )
+        value: MultiModalFeatureSpec
+        if _MultiModalFeatureSpec_by_assignment:  # what its __init__ does, without the call
+            bare: Any = object.__new__(MultiModalFeatureSpec)
+            bare.data = v_data
+            bare.modality = wire.modality
+            bare.identifier = wire.identifier
+            bare.mm_position = v_mm_position
+            bare.mm_hash = wire.mm_hash
+            value = bare
+        else:
+            value = MultiModalFeatureSpec(
+                data=v_data,
+                modality=wire.modality,
+                identifier=wire.identifier,
+                mm_position=v_mm_position,
+                mm_hash=wire.mm_hash,
+            )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(MultiModalFeatureSpec, e) from e
     values.append(value)

@@ -8,15 +8,17 @@ as documented: bounds as ints, lists as lists, mappings as the decoding module's
 
 from __future__ import annotations
 
+import dataclasses
 from collections import UserDict
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
 from mmcodec.generated import multimodal as mm
-from mmcodec.runtime.builtins import mapping_builder
+from mmcodec.runtime.builtins import assigns_fields, mapping_builder
 from tests.codec.helpers import assert_elem_equal, assert_items_equal, header
 
 
@@ -107,3 +109,96 @@ def test_mapping_builder_gives_a_plain_userdict_its_data_and_calls_the_rest() ->
     with pytest.raises(ValueError, match="negative"):
         mapping_builder(_Checked)({"x": -1})
     assert mapping_builder(mm.MultiModalKwargsItem) is mm.MultiModalKwargsItem  # a dict
+
+
+@dataclasses.dataclass
+class _Plain:
+    a: int
+    b: int = 0
+
+
+@dataclasses.dataclass(slots=True)
+class _Slotted:
+    a: int
+    b: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _Frozen:
+    a: int
+    b: int
+
+
+@dataclasses.dataclass
+class _PostInit:
+    a: int
+    b: int
+
+    def __post_init__(self) -> None:
+        self.b += 1
+
+
+@dataclasses.dataclass
+class _NotInInit:
+    a: int
+    b: int = dataclasses.field(init=False, default=0)
+
+
+@dataclasses.dataclass
+class _WithInitVar:
+    a: int
+    b: int
+    scale: dataclasses.InitVar[int] = 1
+
+
+@dataclasses.dataclass(init=False)
+class _OwnInit:
+    a: int
+    b: int
+
+    def __init__(self, a: int, b: int) -> None:
+        self.a, self.b = a, b * 2
+
+
+@dataclasses.dataclass
+class _OwnSetattr:
+    a: int
+    b: int
+
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+
+
+class _NotADataclass:
+    def __init__(self, a: int, b: int) -> None:
+        self.a, self.b = a, b
+
+
+@pytest.mark.parametrize(
+    ("cls", "names", "expected"),
+    [
+        (_Plain, ("a", "b"), True),
+        (_Slotted, ("a", "b"), True),
+        (_Plain, ("b", "a"), False),  # another order: __dict__ would be laid out otherwise
+        (_Plain, ("a",), False),  # b would be missing
+        (_Frozen, ("a", "b"), False),
+        (_PostInit, ("a", "b"), False),
+        (_NotInInit, ("a", "b"), False),
+        (_WithInitVar, ("a", "b"), False),
+        (_OwnInit, ("a", "b"), False),
+        (_OwnSetattr, ("a", "b"), False),
+        (_NotADataclass, ("a", "b"), False),
+        (_Plain(1, 2), ("a", "b"), False),  # an instance, not a class
+    ],
+)
+def test_assigns_fields_only_where_init_would_do_just_that(
+    cls: type, names: tuple[str, ...], expected: bool
+) -> None:
+    assert assigns_fields(cls, names) is expected
+    if expected:  # what generated code then does builds what calling the class builds
+        bare: Any = object.__new__(cls)
+        for name, value in zip(names, (1, 2), strict=True):
+            setattr(bare, name, value)
+        assert bare == cls(1, 2)
+        if not hasattr(cls, "__slots__"):
+            assert list(vars(bare).items()) == list(vars(cls(1, 2)).items())

@@ -111,12 +111,23 @@ def _Point_to_wire(obj: Point, ctx: _EncodeContext) -> _PointWire:
     )
 
 
+# Whether a Point is built by assigning its fields (see _b.assigns_fields).
+_Point_by_assignment = _b.assigns_fields(Point, ("x", "y"))
+
+
 def _Point_from_wire(wire: _PointWire, ctx: _DecodeContext) -> Point:
     try:
-        value = Point(
-            x=wire.x,
-            y=wire.y,
-        )
+        value: Point
+        if _Point_by_assignment:  # what its __init__ does, without the call
+            bare: Any = object.__new__(Point)
+            bare.x = wire.x
+            bare.y = wire.y
+            value = bare
+        else:
+            value = Point(
+                x=wire.x,
+                y=wire.y,
+            )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Point, e) from e
     return value
@@ -139,6 +150,10 @@ def _Circle_to_wire(obj: Circle, ctx: _EncodeContext) -> _CircleWire:
     )
 
 
+# Whether a Circle is built by assigning its fields (see _b.assigns_fields).
+_Circle_by_assignment = _b.assigns_fields(Circle, ("center", "radius"))
+
+
 def _Circle_from_wire(wire: _CircleWire, ctx: _DecodeContext) -> Circle:
     # The field being converted, for the error path:
     where = ".center"
@@ -147,10 +162,17 @@ def _Circle_from_wire(wire: _CircleWire, ctx: _DecodeContext) -> Circle:
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        value = Circle(
-            center=v_center,
-            radius=wire.radius,
-        )
+        value: Circle
+        if _Circle_by_assignment:  # what its __init__ does, without the call
+            bare: Any = object.__new__(Circle)
+            bare.center = v_center
+            bare.radius = wire.radius
+            value = bare
+        else:
+            value = Circle(
+                center=v_center,
+                radius=wire.radius,
+            )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Circle, e) from e
     return value
@@ -175,6 +197,10 @@ def _Polygon_to_wire(obj: Polygon, ctx: _EncodeContext) -> _PolygonWire:
     )
 
 
+# Whether a Polygon is built by assigning its fields (see _b.assigns_fields).
+_Polygon_by_assignment = _b.assigns_fields(Polygon, ("vertices", "closed"))
+
+
 def _Polygon_from_wire(wire: _PolygonWire, ctx: _DecodeContext) -> Polygon:
     # The field being converted, for the error path:
     where = ".vertices"
@@ -183,10 +209,17 @@ def _Polygon_from_wire(wire: _PolygonWire, ctx: _DecodeContext) -> Polygon:
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        value = Polygon(
-            vertices=v_vertices,
-            closed=wire.closed,
-        )
+        value: Polygon
+        if _Polygon_by_assignment:  # what its __init__ does, without the call
+            bare: Any = object.__new__(Polygon)
+            bare.vertices = v_vertices
+            bare.closed = wire.closed
+            value = bare
+        else:
+            value = Polygon(
+                vertices=v_vertices,
+                closed=wire.closed,
+            )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Polygon, e) from e
     return value
@@ -288,6 +321,12 @@ def _Scene_to_wire(obj: Scene, ctx: _EncodeContext) -> _SceneWire | _wire.NonNeg
     )
 
 
+# Whether a Scene is built by assigning its fields (see _b.assigns_fields).
+_Scene_by_assignment = _b.assigns_fields(
+    Scene, ("name", "image", "features", "catalog", "outline", "mask")
+)
+
+
 def _Scene_from_wire(wire: _SceneWire | _wire.NonNegative, ctx: _DecodeContext) -> Scene:
     # An int is a back-reference (msgspec checked that it is not negative).
     values = ctx.shared["bound.Scene"]
@@ -310,14 +349,25 @@ def _Scene_from_wire(wire: _SceneWire | _wire.NonNegative, ctx: _DecodeContext) 
     except DecodeError as e:
         raise e.at(where) from None
     try:
-        value = Scene(
-            name=wire.name,
-            image=v_image,
-            features=v_features,
-            catalog=v_catalog,
-            outline=v_outline,
-            mask=v_mask,
-        )
+        value: Scene
+        if _Scene_by_assignment:  # what its __init__ does, without the call
+            bare: Any = object.__new__(Scene)
+            bare.name = wire.name
+            bare.image = v_image
+            bare.features = v_features
+            bare.catalog = v_catalog
+            bare.outline = v_outline
+            bare.mask = v_mask
+            value = bare
+        else:
+            value = Scene(
+                name=wire.name,
+                image=v_image,
+                features=v_features,
+                catalog=v_catalog,
+                outline=v_outline,
+                mask=v_mask,
+            )
     except Exception as e:  # the bound class refused the values
         raise _b.construct_failure(Scene, e) from e
     values.append(value)

@@ -59,3 +59,25 @@ def test_a_negative_offset_is_refused_by_the_encoder() -> None:
     )
     with pytest.raises(mv.EncodeError, match=r"^\$\.mm_position\.offset: expected a value >= 0"):
         mv.encode(bad)
+
+
+def test_plain_dataclasses_are_built_by_assignment_and_frozen_ones_by_their_init() -> None:
+    # vLLM's MultiModalFieldElem and MultiModalFeatureSpec are plain dataclasses: the decoder
+    # assigns their fields, as their __init__ does. Its frozen field classes are called.
+    assert mv._MultiModalFieldElem_by_assignment is True
+    assert mv._MultiModalFeatureSpec_by_assignment is True
+    assert not any(
+        (
+            mv._BatchedField_by_assignment,
+            mv._FlatField_by_assignment,
+            mv._SharedField_by_assignment,
+            mv._PlaceholderRange_by_assignment,
+        )
+    )
+    spec = _spec(*CASES["with data and is_embed"])
+    decoded = mv.decode(mv.encode(spec), vi.MultiModalFeatureSpec)
+    rebuilt = vi.MultiModalFeatureSpec(**vars(decoded))
+    assert list(vars(decoded)) == list(vars(rebuilt))  # the same attributes, laid out alike
+    elem = next(iter(decoded.data.values()))
+    assert list(vars(elem)) == list(vars(vi.MultiModalFieldElem(elem.data, elem.field)))
+    assert_same(decoded, spec)
