@@ -58,6 +58,7 @@ _IMPORTS = (
     Import("mmcodec.runtime.limits", "Limits"),
     Import("mmcodec.runtime.tensors", "DecodeContext", "_DecodeContext"),
     Import("mmcodec.runtime.tensors", "EncodeContext", "_EncodeContext"),
+    Import("mmcodec.runtime.tensors", "reserve_tables", "_reserve_tables"),
 )
 
 
@@ -337,6 +338,8 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
         "generator_version": GENERATOR_VERSION,
         "runtime_api": API_LEVEL,
         "types": types,
+        # Types whose values can travel once, each with a per-message table.
+        "tabled": [v for v in types if v["kind"] == "union" or v.get("shared")],
         "domain_types": [views[n] for n in domain_order],
         "wire_types": [views[n] for n in _wire_order(module)],
         "helpers": helpers,
@@ -445,6 +448,7 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
         "wire": f"_{t.name}Wire",
         "to_wire": f"_{t.name}_to_wire",
         "from_wire": f"_{t.name}_from_wire",
+        "table": f"_{t.name}_TABLE",
     }
     if isinstance(t, ir.StructDef):
         fields = []

@@ -38,9 +38,18 @@ from mmcodec.runtime.errors import DecodeError, EncodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 from mmcodec.runtime.tensors import DecodeContext as _DecodeContext
 from mmcodec.runtime.tensors import EncodeContext as _EncodeContext
+from mmcodec.runtime.tensors import reserve_tables as _reserve_tables
 
-_RUNTIME_API = 1  # the runtime API level this module was generated for
+_RUNTIME_API = 2  # the runtime API level this module was generated for
 _api.require_api(_RUNTIME_API, module=__name__)
+
+# Per message, the values of these types sent so far: ctx.tables[index] (see reserve_tables).
+_TABLES = _reserve_tables(5)
+_FlatSlice_TABLE = _TABLES
+_BaseMultiModalField_TABLE = _TABLES + 1
+_MultiModalFieldElem_TABLE = _TABLES + 2
+_PlaceholderRange_TABLE = _TABLES + 3
+_MultiModalFeatureSpec_TABLE = _TABLES + 4
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -181,7 +190,10 @@ def _BatchedField_from_wire(wire: _BatchedFieldWire, ctx: _DecodeContext) -> Bat
 def _FlatSlice_to_wire(obj: FlatSlice, ctx: _EncodeContext) -> _FlatSliceWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared["multimodal.FlatSlice"]
+    seen: dict[int, Any] | None = ctx.tables[_FlatSlice_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_FlatSlice_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         if type(ref) is int:  # sent once so far: build its reference now, and only once
@@ -203,7 +215,10 @@ def _FlatSlice_to_wire(obj: FlatSlice, ctx: _EncodeContext) -> _FlatSliceWire:
 
 
 def _FlatSlice_from_wire(wire: _FlatSliceWire, ctx: _DecodeContext) -> FlatSlice:
-    values = ctx.shared["multimodal.FlatSlice"]
+    values: list[Any] | None = ctx.tables[_FlatSlice_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_FlatSlice_TABLE] = values
     if type(wire) is _wire.IntTagRef:
         if wire.index < len(values):
             return values[wire.index]  # type: ignore[no-any-return]
@@ -319,7 +334,10 @@ def _BaseMultiModalField_to_wire(
 ) -> _BaseMultiModalFieldWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared["multimodal.BaseMultiModalField"]
+    seen: dict[int, Any] | None = ctx.tables[_BaseMultiModalField_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_BaseMultiModalField_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         if type(ref) is int:  # sent once so far: build its reference now, and only once
@@ -343,7 +361,10 @@ def _BaseMultiModalField_to_wire(
 def _BaseMultiModalField_from_wire(
     wire: _BaseMultiModalFieldWire, ctx: _DecodeContext
 ) -> BaseMultiModalField:
-    values = ctx.shared["multimodal.BaseMultiModalField"]
+    values: list[Any] | None = ctx.tables[_BaseMultiModalField_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_BaseMultiModalField_TABLE] = values
     if type(wire) is _wire.IntTagRef:
         if wire.index < len(values):
             return values[wire.index]  # type: ignore[no-any-return]
@@ -366,7 +387,10 @@ def _MultiModalFieldElem_to_wire(
 ) -> _MultiModalFieldElemWire | _wire.NonNegative:
     # A value referenced more than once in a message travels once: later occurrences
     # send its index among the MultiModalFieldElem values sent so far.
-    seen = ctx.shared["multimodal.MultiModalFieldElem"]
+    seen: dict[int, Any] | None = ctx.tables[_MultiModalFieldElem_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_MultiModalFieldElem_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
@@ -397,7 +421,10 @@ def _MultiModalFieldElem_from_wire(
     wire: _MultiModalFieldElemWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> MultiModalFieldElem:
     # An int is a back-reference (msgspec checked that it is not negative).
-    values = ctx.shared["multimodal.MultiModalFieldElem"]
+    values: list[Any] | None = ctx.tables[_MultiModalFieldElem_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_MultiModalFieldElem_TABLE] = values
     if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
@@ -477,7 +504,10 @@ def _PlaceholderRange_to_wire(
 ) -> _PlaceholderRangeWire | _wire.NonNegative:
     # A value referenced more than once in a message travels once: later occurrences
     # send its index among the PlaceholderRange values sent so far.
-    seen = ctx.shared["multimodal.PlaceholderRange"]
+    seen: dict[int, Any] | None = ctx.tables[_PlaceholderRange_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_PlaceholderRange_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
@@ -511,7 +541,10 @@ def _PlaceholderRange_from_wire(
     wire: _PlaceholderRangeWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> PlaceholderRange:
     # An int is a back-reference (msgspec checked that it is not negative).
-    values = ctx.shared["multimodal.PlaceholderRange"]
+    values: list[Any] | None = ctx.tables[_PlaceholderRange_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_PlaceholderRange_TABLE] = values
     if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
@@ -547,7 +580,10 @@ def _MultiModalFeatureSpec_to_wire(
 ) -> _MultiModalFeatureSpecWire | _wire.NonNegative:
     # A value referenced more than once in a message travels once: later occurrences
     # send its index among the MultiModalFeatureSpec values sent so far.
-    seen = ctx.shared["multimodal.MultiModalFeatureSpec"]
+    seen: dict[int, Any] | None = ctx.tables[_MultiModalFeatureSpec_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_MultiModalFeatureSpec_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
@@ -593,7 +629,10 @@ def _MultiModalFeatureSpec_from_wire(
     wire: _MultiModalFeatureSpecWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> MultiModalFeatureSpec:
     # An int is a back-reference (msgspec checked that it is not negative).
-    values = ctx.shared["multimodal.MultiModalFeatureSpec"]
+    values: list[Any] | None = ctx.tables[_MultiModalFeatureSpec_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_MultiModalFeatureSpec_TABLE] = values
     if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]

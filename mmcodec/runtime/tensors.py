@@ -16,10 +16,11 @@ import bisect
 import ctypes
 import itertools
 import operator
+import threading
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -61,21 +62,62 @@ def _prime_readonly_warning() -> None:
 _prime_readonly_warning()
 
 
-class EncodeContext:
-    """Per-call encoder state: the tensors referenced so far, deduplicated by identity."""
+_TABLES_LOCK = threading.Lock()
+_tables_reserved = 0
 
-    __slots__ = ("ids", "max_depth", "shared", "tensors")
+
+def reserve_tables(count: int) -> int:
+    """Reserve ``count`` per-message tables; return the index of the first.
+
+    A generated module calls this once, at import, for the types whose values can travel
+    once (unions, shared structs): their tables are ``ctx.tables[index]``, a list index
+    instead of a dict lookup on every value. Indices are unique across modules, because
+    a module's rebuild functions also run with the contexts of modules that import it.
+    """
+    global _tables_reserved
+    with _TABLES_LOCK:  # imports of two modules can run in two threads
+        first = _tables_reserved
+        _tables_reserved += count
+    return first
+
+
+class _Tables:
+    """The per-message tables of a context. Each context's ``__init__`` sets ``tables`` to
+    ``[None] * _tables_reserved`` (inline: a call to a shared ``__init__`` costs more)."""
+
+    __slots__ = ("_shared", "tables")
+    tables: list[Any]
+    """Per reserved table: None until the message's first value of its type."""
+    _new_table: ClassVar[type]
+
+    @property
+    def shared(self) -> Any:
+        """Per type name, its table: what modules generated for runtime API level 1 use."""
+        try:
+            return self._shared
+        except AttributeError:
+            self._shared: Any = defaultdict(self._new_table)
+            return self._shared
+
+
+class EncodeContext(_Tables):
+    """Per-call encoder state: the tensors referenced so far, deduplicated by identity.
+
+    Its tables map id(value) to the back-reference (to the value's index among its type's
+    values sent so far) that later occurrences send instead of the value. Each type numbers
+    its own values, so a back-reference can never name a value of another type. Ids are
+    stable: the object being encoded keeps every value alive.
+    """
+
+    __slots__ = ("ids", "max_depth", "tensors")
+    _new_table = dict
 
     def __init__(self, max_depth: int) -> None:
+        self.tables = [None] * _tables_reserved
         self.tensors: list[torch.Tensor] = []
         self.ids: dict[int, int] = {}
         """id(tensor) -> its reference; the list of tensors keeps every id unique."""
         self.max_depth = max_depth
-        self.shared: defaultdict[str, dict[int, Any]] = defaultdict(dict)
-        """Per union type: id(value) -> the back-reference (to its index among that union's
-        values sent so far) that later occurrences send instead of the value.
-        Each union numbers its own values, so a back-reference can never name a value of
-        another type. Ids are stable: the object being encoded keeps every value alive."""
 
     def ref(self, value: object) -> int:
         """Register a tensor and return its reference (the same one for the same object)."""
@@ -430,16 +472,19 @@ class _AddressSpace(ctypes.Array[ctypes.c_char]):
     owner: torch.Tensor | torch.UntypedStorage
 
 
-class DecodeContext:
-    """Per-call decoder state: the message's tensors and the caller's limits."""
+class DecodeContext(_Tables):
+    """Per-call decoder state: the message's tensors and the caller's limits.
 
-    __slots__ = ("limits", "shared", "tensors")
+    Its tables hold, per type, the values rebuilt so far, in the order they were first sent.
+    """
+
+    __slots__ = ("limits", "tensors")
+    _new_table = list
 
     def __init__(self, tensors: list[torch.Tensor], limits: Limits) -> None:
+        self.tables = [None] * _tables_reserved
         self.tensors = tensors
         self.limits = limits
-        self.shared: defaultdict[str, list[Any]] = defaultdict(list)
-        """Per union type: its values rebuilt so far, in the order they were first sent."""
 
     @staticmethod
     def bad_back_reference(values: list[Any], index: int, union: str) -> DecodeError:

@@ -17,6 +17,8 @@ import pytest
 from mmcodec.codegen.cli import main
 from mmcodec.generated import multimodal as mm
 from mmcodec.runtime import api, require_api
+from mmcodec.runtime.limits import DEFAULT_LIMITS
+from mmcodec.runtime.tensors import DecodeContext, EncodeContext, reserve_tables
 
 SCHEMA = """\
 schema: apicheck
@@ -126,3 +128,21 @@ def test_require_api_is_the_runtime_s_check() -> None:
         require_api(99, module="m")
     with pytest.raises(ImportError, match=r"regenerate the module \(mmcodec generate\)$"):
         require_api(0, module="m")
+
+
+def test_contexts_still_serve_level_1_modules_through_shared() -> None:
+    # Level-1 generated code reads ctx.shared[type name]: a table made at first use.
+    encode, decode = EncodeContext(4), DecodeContext([], DEFAULT_LIMITS)
+    encode.shared["s.T"][7] = 0
+    decode.shared["s.T"].append("v")
+    assert encode.shared == {"s.T": {7: 0}} and decode.shared == {"s.T": ["v"]}
+    assert type(encode.shared["s.U"]) is dict and type(decode.shared["s.U"]) is list
+
+
+def test_reserved_tables_are_disjoint_and_every_context_has_them() -> None:
+    first = reserve_tables(2)
+    second = reserve_tables(3)
+    assert second == first + 2  # one module's indices never overlap another's
+    assert EncodeContext(4).tables == [None] * (second + 3)
+    assert DecodeContext([], DEFAULT_LIMITS).tables == [None] * (second + 3)
+    assert mm._MultiModalFieldElem_TABLE < first  # modules imported earlier reserved theirs

@@ -25,10 +25,16 @@ from mmcodec.runtime.errors import DecodeError, EncodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 from mmcodec.runtime.tensors import DecodeContext as _DecodeContext
 from mmcodec.runtime.tensors import EncodeContext as _EncodeContext
+from mmcodec.runtime.tensors import reserve_tables as _reserve_tables
 from tests.bound_classes import Catalog, Circle, Point, Polygon, Scene, Shape
 
-_RUNTIME_API = 1  # the runtime API level this module was generated for
+_RUNTIME_API = 2  # the runtime API level this module was generated for
 _api.require_api(_RUNTIME_API, module=__name__)
+
+# Per message, the values of these types sent so far: ctx.tables[index] (see reserve_tables).
+_TABLES = _reserve_tables(2)
+_Shape_TABLE = _TABLES
+_Scene_TABLE = _TABLES + 1
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -228,7 +234,10 @@ def _Polygon_from_wire(wire: _PolygonWire, ctx: _DecodeContext) -> Polygon:
 def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared["bound.Shape"]
+    seen: dict[int, Any] | None = ctx.tables[_Shape_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Shape_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         if type(ref) is int:  # sent once so far: build its reference now, and only once
@@ -248,7 +257,10 @@ def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
 
 
 def _Shape_from_wire(wire: _ShapeWire, ctx: _DecodeContext) -> Shape:
-    values = ctx.shared["bound.Shape"]
+    values: list[Any] | None = ctx.tables[_Shape_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Shape_TABLE] = values
     if type(wire) is _wire.IntTagRef:
         if wire.index < len(values):
             return values[wire.index]  # type: ignore[no-any-return]
@@ -286,7 +298,10 @@ def _Catalog_from_wire(wire: _CatalogWire, ctx: _DecodeContext) -> Catalog:
 def _Scene_to_wire(obj: Scene, ctx: _EncodeContext) -> _SceneWire | _wire.NonNegative:
     # A value referenced more than once in a message travels once: later occurrences
     # send its index among the Scene values sent so far.
-    seen = ctx.shared["bound.Scene"]
+    seen: dict[int, Any] | None = ctx.tables[_Scene_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Scene_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
@@ -329,7 +344,10 @@ _Scene_by_assignment = _b.assigns_fields(
 
 def _Scene_from_wire(wire: _SceneWire | _wire.NonNegative, ctx: _DecodeContext) -> Scene:
     # An int is a back-reference (msgspec checked that it is not negative).
-    values = ctx.shared["bound.Scene"]
+    values: list[Any] | None = ctx.tables[_Scene_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Scene_TABLE] = values
     if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]

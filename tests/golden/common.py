@@ -25,9 +25,15 @@ from mmcodec.runtime.errors import DecodeError, EncodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 from mmcodec.runtime.tensors import DecodeContext as _DecodeContext
 from mmcodec.runtime.tensors import EncodeContext as _EncodeContext
+from mmcodec.runtime.tensors import reserve_tables as _reserve_tables
 
-_RUNTIME_API = 1  # the runtime API level this module was generated for
+_RUNTIME_API = 2  # the runtime API level this module was generated for
 _api.require_api(_RUNTIME_API, module=__name__)
+
+# Per message, the values of these types sent so far: ctx.tables[index] (see reserve_tables).
+_TABLES = _reserve_tables(2)
+_Point_TABLE = _TABLES
+_Shape_TABLE = _TABLES + 1
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -125,7 +131,10 @@ _LabelsWire: TypeAlias = dict[str, str]
 def _Point_to_wire(obj: Point, ctx: _EncodeContext) -> _PointWire | _wire.NonNegative:
     # A value referenced more than once in a message travels once: later occurrences
     # send its index among the Point values sent so far.
-    seen = ctx.shared["common.Point"]
+    seen: dict[int, Any] | None = ctx.tables[_Point_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Point_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
@@ -148,7 +157,10 @@ def _Point_to_wire(obj: Point, ctx: _EncodeContext) -> _PointWire | _wire.NonNeg
 
 def _Point_from_wire(wire: _PointWire | _wire.NonNegative, ctx: _DecodeContext) -> Point:
     # An int is a back-reference (msgspec checked that it is not negative).
-    values = ctx.shared["common.Point"]
+    values: list[Any] | None = ctx.tables[_Point_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Point_TABLE] = values
     if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
@@ -180,7 +192,10 @@ def _Labels_from_wire(wire: _LabelsWire, ctx: _DecodeContext) -> Labels:
 def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared["common.Shape"]
+    seen: dict[int, Any] | None = ctx.tables[_Shape_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Shape_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         if type(ref) is int:  # sent once so far: build its reference now, and only once
@@ -198,7 +213,10 @@ def _Shape_to_wire(obj: Shape, ctx: _EncodeContext) -> _ShapeWire:
 
 
 def _Shape_from_wire(wire: _ShapeWire, ctx: _DecodeContext) -> Shape:
-    values = ctx.shared["common.Shape"]
+    values: list[Any] | None = ctx.tables[_Shape_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Shape_TABLE] = values
     if type(wire) is _wire.StrTagRef:
         if wire.index < len(values):
             return values[wire.index]  # type: ignore[no-any-return]

@@ -28,11 +28,26 @@ from mmcodec.runtime.errors import DecodeError, EncodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 from mmcodec.runtime.tensors import DecodeContext as _DecodeContext
 from mmcodec.runtime.tensors import EncodeContext as _EncodeContext
+from mmcodec.runtime.tensors import reserve_tables as _reserve_tables
 
 from . import common as _common
 
-_RUNTIME_API = 1  # the runtime API level this module was generated for
+_RUNTIME_API = 2  # the runtime API level this module was generated for
 _api.require_api(_RUNTIME_API, module=__name__)
+
+# Per message, the values of these types sent so far: ctx.tables[index] (see reserve_tables).
+_TABLES = _reserve_tables(11)
+_Defaults_TABLE = _TABLES
+_Constrained_TABLE = _TABLES + 1
+_Containers_TABLE = _TABLES + 2
+_Point2_TABLE = _TABLES + 3
+_Builtins_TABLE = _TABLES + 4
+_Value_TABLE = _TABLES + 5
+_Reading_TABLE = _TABLES + 6
+_Event_TABLE = _TABLES + 7
+_Node_TABLE = _TABLES + 8
+_Expr_TABLE = _TABLES + 9
+_Drawing_TABLE = _TABLES + 10
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -564,7 +579,10 @@ _IntIndexWire: TypeAlias = dict[int, _EventWire]
 def _Defaults_to_wire(obj: Defaults, ctx: _EncodeContext) -> _DefaultsWire | _wire.NonNegative:
     # A value referenced more than once in a message travels once: later occurrences
     # send its index among the Defaults values sent so far.
-    seen = ctx.shared["features.Defaults"]
+    seen: dict[int, Any] | None = ctx.tables[_Defaults_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Defaults_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
@@ -632,7 +650,10 @@ def _Defaults_to_wire(obj: Defaults, ctx: _EncodeContext) -> _DefaultsWire | _wi
 
 def _Defaults_from_wire(wire: _DefaultsWire | _wire.NonNegative, ctx: _DecodeContext) -> Defaults:
     # An int is a back-reference (msgspec checked that it is not negative).
-    values = ctx.shared["features.Defaults"]
+    values: list[Any] | None = ctx.tables[_Defaults_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Defaults_TABLE] = values
     if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
@@ -664,7 +685,10 @@ def _Constrained_to_wire(
 ) -> _ConstrainedWire | _wire.NonNegative:
     # A value referenced more than once in a message travels once: later occurrences
     # send its index among the Constrained values sent so far.
-    seen = ctx.shared["features.Constrained"]
+    seen: dict[int, Any] | None = ctx.tables[_Constrained_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Constrained_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
@@ -709,7 +733,10 @@ def _Constrained_from_wire(
     wire: _ConstrainedWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> Constrained:
     # An int is a back-reference (msgspec checked that it is not negative).
-    values = ctx.shared["features.Constrained"]
+    values: list[Any] | None = ctx.tables[_Constrained_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Constrained_TABLE] = values
     if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
@@ -736,7 +763,10 @@ def _Containers_to_wire(
 ) -> _ContainersWire | _wire.NonNegative:
     # A value referenced more than once in a message travels once: later occurrences
     # send its index among the Containers values sent so far.
-    seen = ctx.shared["features.Containers"]
+    seen: dict[int, Any] | None = ctx.tables[_Containers_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Containers_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
@@ -784,7 +814,10 @@ def _Containers_from_wire(
     wire: _ContainersWire | _wire.NonNegative, ctx: _DecodeContext
 ) -> Containers:
     # An int is a back-reference (msgspec checked that it is not negative).
-    values = ctx.shared["features.Containers"]
+    values: list[Any] | None = ctx.tables[_Containers_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Containers_TABLE] = values
     if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
@@ -822,7 +855,10 @@ def _Containers_from_wire(
 def _Point2_to_wire(obj: Point2, ctx: _EncodeContext) -> _Point2Wire | _wire.NonNegative:
     # A value referenced more than once in a message travels once: later occurrences
     # send its index among the Point2 values sent so far.
-    seen = ctx.shared["features.Point2"]
+    seen: dict[int, Any] | None = ctx.tables[_Point2_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Point2_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
@@ -849,7 +885,10 @@ def _Point2_to_wire(obj: Point2, ctx: _EncodeContext) -> _Point2Wire | _wire.Non
 
 def _Point2_from_wire(wire: _Point2Wire | _wire.NonNegative, ctx: _DecodeContext) -> Point2:
     # An int is a back-reference (msgspec checked that it is not negative).
-    values = ctx.shared["features.Point2"]
+    values: list[Any] | None = ctx.tables[_Point2_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Point2_TABLE] = values
     if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
@@ -868,7 +907,10 @@ def _Point2_from_wire(wire: _Point2Wire | _wire.NonNegative, ctx: _DecodeContext
 def _Builtins_to_wire(obj: Builtins, ctx: _EncodeContext) -> _BuiltinsWire | _wire.NonNegative:
     # A value referenced more than once in a message travels once: later occurrences
     # send its index among the Builtins values sent so far.
-    seen = ctx.shared["features.Builtins"]
+    seen: dict[int, Any] | None = ctx.tables[_Builtins_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Builtins_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
@@ -918,7 +960,10 @@ def _Builtins_to_wire(obj: Builtins, ctx: _EncodeContext) -> _BuiltinsWire | _wi
 
 def _Builtins_from_wire(wire: _BuiltinsWire | _wire.NonNegative, ctx: _DecodeContext) -> Builtins:
     # An int is a back-reference (msgspec checked that it is not negative).
-    values = ctx.shared["features.Builtins"]
+    values: list[Any] | None = ctx.tables[_Builtins_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Builtins_TABLE] = values
     if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
@@ -1000,7 +1045,10 @@ def _Sample_from_wire(wire: _SampleWire, ctx: _DecodeContext) -> Sample:
 def _Value_to_wire(obj: Value, ctx: _EncodeContext) -> _ValueWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared["features.Value"]
+    seen: dict[int, Any] | None = ctx.tables[_Value_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Value_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         if type(ref) is int:  # sent once so far: build its reference now, and only once
@@ -1034,7 +1082,10 @@ def _Value_to_wire(obj: Value, ctx: _EncodeContext) -> _ValueWire:
 
 
 def _Value_from_wire(wire: _ValueWire, ctx: _DecodeContext) -> Value:
-    values = ctx.shared["features.Value"]
+    values: list[Any] | None = ctx.tables[_Value_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Value_TABLE] = values
     if type(wire) is _wire.IntTagRef:
         if wire.index < len(values):
             return values[wire.index]  # type: ignore[no-any-return]
@@ -1064,7 +1115,10 @@ def _Value_from_wire(wire: _ValueWire, ctx: _DecodeContext) -> Value:
 def _Reading_to_wire(obj: Reading, ctx: _EncodeContext) -> _ReadingWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared["features.Reading"]
+    seen: dict[int, Any] | None = ctx.tables[_Reading_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Reading_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         if type(ref) is int:  # sent once so far: build its reference now, and only once
@@ -1082,7 +1136,10 @@ def _Reading_to_wire(obj: Reading, ctx: _EncodeContext) -> _ReadingWire:
 
 
 def _Reading_from_wire(wire: _ReadingWire, ctx: _DecodeContext) -> Reading:
-    values = ctx.shared["features.Reading"]
+    values: list[Any] | None = ctx.tables[_Reading_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Reading_TABLE] = values
     if type(wire) is _wire.IntTagRef:
         if wire.index < len(values):
             return values[wire.index]  # type: ignore[no-any-return]
@@ -1101,7 +1158,10 @@ def _Reading_from_wire(wire: _ReadingWire, ctx: _DecodeContext) -> Reading:
 def _Event_to_wire(obj: Event, ctx: _EncodeContext) -> _EventWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared["features.Event"]
+    seen: dict[int, Any] | None = ctx.tables[_Event_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Event_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         if type(ref) is int:  # sent once so far: build its reference now, and only once
@@ -1123,7 +1183,10 @@ def _Event_to_wire(obj: Event, ctx: _EncodeContext) -> _EventWire:
 
 
 def _Event_from_wire(wire: _EventWire, ctx: _DecodeContext) -> Event:
-    values = ctx.shared["features.Event"]
+    values: list[Any] | None = ctx.tables[_Event_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Event_TABLE] = values
     if type(wire) is _wire.StrTagRef:
         if wire.index < len(values):
             return values[wire.index]  # type: ignore[no-any-return]
@@ -1236,7 +1299,10 @@ def _IntIndex_from_wire(wire: _IntIndexWire, ctx: _DecodeContext) -> IntIndex:
 def _Node_to_wire(obj: Node, ctx: _EncodeContext) -> _NodeWire | _wire.NonNegative:
     # A value referenced more than once in a message travels once: later occurrences
     # send its index among the Node values sent so far.
-    seen = ctx.shared["features.Node"]
+    seen: dict[int, Any] | None = ctx.tables[_Node_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Node_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
@@ -1264,7 +1330,10 @@ def _Node_to_wire(obj: Node, ctx: _EncodeContext) -> _NodeWire | _wire.NonNegati
 
 def _Node_from_wire(wire: _NodeWire | _wire.NonNegative, ctx: _DecodeContext) -> Node:
     # An int is a back-reference (msgspec checked that it is not negative).
-    values = ctx.shared["features.Node"]
+    values: list[Any] | None = ctx.tables[_Node_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Node_TABLE] = values
     if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
@@ -1290,7 +1359,10 @@ def _Node_from_wire(wire: _NodeWire | _wire.NonNegative, ctx: _DecodeContext) ->
 def _Expr_to_wire(obj: Expr, ctx: _EncodeContext) -> _ExprWire:
     # A union value (a field variant, say) is often one object shared by many parents:
     # it travels once, and later occurrences refer back to it.
-    seen = ctx.shared["features.Expr"]
+    seen: dict[int, Any] | None = ctx.tables[_Expr_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Expr_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         if type(ref) is int:  # sent once so far: build its reference now, and only once
@@ -1310,7 +1382,10 @@ def _Expr_to_wire(obj: Expr, ctx: _EncodeContext) -> _ExprWire:
 
 
 def _Expr_from_wire(wire: _ExprWire, ctx: _DecodeContext) -> Expr:
-    values = ctx.shared["features.Expr"]
+    values: list[Any] | None = ctx.tables[_Expr_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Expr_TABLE] = values
     if type(wire) is _wire.IntTagRef:
         if wire.index < len(values):
             return values[wire.index]  # type: ignore[no-any-return]
@@ -1421,7 +1496,10 @@ def _Neg_from_wire(wire: _NegWire, ctx: _DecodeContext) -> Neg:
 def _Drawing_to_wire(obj: Drawing, ctx: _EncodeContext) -> _DrawingWire | _wire.NonNegative:
     # A value referenced more than once in a message travels once: later occurrences
     # send its index among the Drawing values sent so far.
-    seen = ctx.shared["features.Drawing"]
+    seen: dict[int, Any] | None = ctx.tables[_Drawing_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_Drawing_TABLE] = seen
     ref = seen.get(id(obj))
     if ref is not None:
         return ref  # type: ignore[no-any-return]
@@ -1450,7 +1528,10 @@ def _Drawing_to_wire(obj: Drawing, ctx: _EncodeContext) -> _DrawingWire | _wire.
 
 def _Drawing_from_wire(wire: _DrawingWire | _wire.NonNegative, ctx: _DecodeContext) -> Drawing:
     # An int is a back-reference (msgspec checked that it is not negative).
-    values = ctx.shared["features.Drawing"]
+    values: list[Any] | None = ctx.tables[_Drawing_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_Drawing_TABLE] = values
     if isinstance(wire, int):
         if wire < len(values):
             return values[wire]  # type: ignore[no-any-return]
