@@ -442,7 +442,6 @@ def _wire_order(module: ir.Module) -> list[str]:
 def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
     base: dict[str, object] = {
         "name": t.name,
-        "qualname": f"{r.module.name}.{t.name}",
         "doc": _docstring(t.doc),
         "bound": t.binding is not None,
         "wire": f"_{t.name}Wire",

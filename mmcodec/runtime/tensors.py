@@ -73,6 +73,8 @@ def reserve_tables(count: int) -> int:
     once (unions, shared structs): their tables are ``ctx.tables[index]``, a list index
     instead of a dict lookup on every value. Indices are unique across modules, because
     a module's rebuild functions also run with the contexts of modules that import it.
+    A context has a table for every index reserved when it is made: the modules whose
+    functions it reaches were imported, with the module that makes it, before.
     """
     global _tables_reserved
     with _TABLES_LOCK:  # imports of two modules can run in two threads
