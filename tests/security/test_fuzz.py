@@ -84,6 +84,10 @@ SHARES = {
 SECONDS_PER_CASE = 0.05
 """Generous: a case takes a few milliseconds. Only the timeout uses it."""
 RSS_GROWTH_LIMIT = 512 << 20
+MAX_REPEATED_BYTES = 4 << 20
+"""A generic "repeat" grows a frame by at most this much. Repeats compound over a case's
+mutations (1000 x 1000 x 1000 of a 364-byte header is 364 GB); unbounded, the test's own
+input, not the decoder, would exhaust memory and trip ``RSS_GROWTH_LIMIT``."""
 BYTES_PER_BYTE = 64
 FIXED_BYTES = 1 << 20
 """A decode may allocate at most ``BYTES_PER_BYTE`` per input byte, plus ``FIXED_BYTES``
@@ -741,6 +745,7 @@ def _generic(data: st.DataObject, blob: bytes, other: bytes) -> bytes:
     a, b = sorted(data.draw(st.lists(st.integers(0, size), min_size=2, max_size=2), label="ab"))
     if kind == "repeat":
         times = data.draw(st.sampled_from([2, 3, 16, 1000]), label="times")
+        times = min(times, max(1, MAX_REPEATED_BYTES // max(1, b - a)))
         return blob[:a] + blob[a:b] * times + blob[b:]
     if kind == "duplicate":
         to = data.draw(st.integers(0, size), label="to")
@@ -753,6 +758,14 @@ def _generic(data: st.DataObject, blob: bytes, other: bytes) -> bytes:
     # splice: this blob's head, another sample's tail
     cut = data.draw(st.integers(0, len(other)), label="cut")
     return blob[:a] + other[cut:]
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.data(), st.sampled_from([0, 364, 3_360, 3 << 20]))
+def test_generic_mutations_grow_a_frame_by_a_bounded_amount(data: st.DataObject, size: int) -> None:
+    blob, other = bytes(range(256)) * (size // 256) + bytes(size % 256), b"\x91\xc0" * 100
+    out = _generic(data, blob, other)
+    assert len(out) <= len(blob) + len(other) + MAX_REPEATED_BYTES
 
 
 @_timeout("generic")
