@@ -56,13 +56,9 @@ class NamedType:
     to_wire: Callable[[Any, EncodeContext], Any]
     from_wire: Callable[[Any, DecodeContext], Any]
     decoder: msgspec.msgpack.Decoder[Any] = field(init=False, repr=False, compare=False)
-    envelope_decoder: msgspec.msgpack.Decoder[Any] = field(init=False, repr=False, compare=False)
-    """Decodes a whole header holding this type, body included, in one pass."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "decoder", msgspec.msgpack.Decoder(self.wire_type))
-        envelope = typed_envelope(self.name, self.wire_type)
-        object.__setattr__(self, "envelope_decoder", msgspec.msgpack.Decoder(envelope))
 
 
 class _EnvelopeOut(msgspec.Struct, array_like=True, gc=False):
@@ -141,6 +137,13 @@ class SchemaCodec:
         self.types: tuple[NamedType, ...] = tuple(types)
         """The schema's named types, in the generated module's order (for tools)."""
         self._by_python_type = {t.python_type: t for t in types}
+        self._envelope_decoders = {
+            t.python_type: msgspec.msgpack.Decoder(
+                typed_envelope(schema, major, t.name, t.wire_type)
+            )
+            for t in types
+        }
+        """Per type, a decoder of a whole header holding one, identity and body, in one pass."""
         self._named_types = MappingProxyType({t.name: t.python_type for t in types})
 
     @property
@@ -226,7 +229,7 @@ class SchemaCodec:
             raise TypeError(f"{type!r} is not a type of schema {self.schema!r}")
         try:
             views = framing.as_byte_views(frames, limits)
-            return self._decode_views(views, named, copy, limits)
+            return self._decode_views(views, named, self._envelope_decoders[type], copy, limits)
         except DecodeError:
             raise
         except RecursionError:
@@ -252,14 +255,19 @@ class SchemaCodec:
         return self.decode(frames, type, copy=copy, limits=limits)
 
     def _decode_views(
-        self, views: list[memoryview], named: NamedType, copy: bool, limits: Limits
+        self,
+        views: list[memoryview],
+        named: NamedType,
+        envelope_decoder: msgspec.msgpack.Decoder[Any],
+        copy: bool,
+        limits: Limits,
     ) -> Any:
         header = views[0]
         try:
-            envelope = named.envelope_decoder.decode(header)
+            # Checks the message's identity too (typed_envelope): no _check_head here.
+            envelope = envelope_decoder.decode(header)
         except (msgspec.DecodeError, UnicodeDecodeError) as e:  # the latter: a str not UTF-8
             self._explain_bad_header(header, named, e)
-        self._check_head(envelope, named)
         body = envelope.body
         refs = envelope.refs
         try:
@@ -312,8 +320,7 @@ class SchemaCodec:
         path, message = locate_validation_error(text, named.wire_type, envelope.body)
         raise DecodeError(message, path.removeprefix("$")) from None
 
-    def _check_head(self, head: Any, named: NamedType) -> None:
-        # ``head``: an EnvelopeHead, or a whole envelope decoded in one pass (same fields).
+    def _check_head(self, head: EnvelopeHead, named: NamedType) -> None:
         check_format(head)
         if head.schema != self.schema or head.major != self.major:
             raise DecodeError(

@@ -7,7 +7,7 @@ and ``gc=False``: decoded trees hold no cycles.
 
 from __future__ import annotations
 
-from typing import Annotated, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
 import msgspec
 
@@ -65,15 +65,25 @@ class Envelope(msgspec.Struct, array_like=True, gc=False, frozen=True, forbid_un
     body: msgspec.Raw
 
 
-def typed_envelope(name: str, body_type: object) -> type[msgspec.Struct]:
-    """An :class:`Envelope` whose body is decoded as ``body_type`` in the same pass.
+def typed_envelope(schema: str, major: int, name: str, body_type: object) -> type[msgspec.Struct]:
+    """An :class:`Envelope` of one message kind, its body decoded as ``body_type``, in one pass.
 
     Decoding the envelope with a raw body and then the body costs two scans of the
     header, and a third for :class:`EnvelopeHead`; one typed decode is the fast path
-    for valid messages (the decoder falls back to the three steps to explain a bad one).
+    for valid messages. Its identity entries are ``Literal``s (this format, ``schema``
+    ``major``, root ``name``), so msgspec checks them as it reads them; the decoder falls
+    back to the three steps to explain a bad message, identity first.
     """
+    identity: dict[str, Any] = {
+        "magic": Literal[MAGIC],
+        "wire_version": Literal[WIRE_VERSION],
+        "schema": Literal[schema],
+        "major": Literal[major],
+        "root": Literal[name],
+        "body": body_type,
+    }
     fields = [
-        (field.name, body_type if field.name == "body" else field.type)
+        (field.name, identity.get(field.name, field.type))
         for field in msgspec.structs.fields(Envelope)
     ]
     return msgspec.defstruct(
