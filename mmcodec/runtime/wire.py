@@ -70,7 +70,7 @@ def typed_envelope(schema: str, major: int, name: str, body_type: object) -> typ
 
     Decoding the envelope with a raw body and then the body costs two scans of the
     header, and a third for :class:`EnvelopeHead`; one typed decode is the fast path
-    for valid messages. Its identity entries are ``Literal``s (this format, ``schema``
+    for valid messages. Its identity entries are ``Literal``s (this format, ``schema``,
     ``major``, root ``name``), so msgspec checks them as it reads them; the decoder falls
     back to the three steps to explain a bad message, identity first.
     """
