@@ -438,8 +438,15 @@ def _inline_bytes(owner: torch.Tensor, start: int, length: int) -> memoryview:
 
 
 def _copy_bytes(address: int, length: int) -> memoryview:
-    """A copy of ``length`` bytes at ``address`` (which the caller keeps alive)."""
-    return memoryview(ctypes.string_at(address, length) if length else b"")
+    """A copy of ``length`` bytes at ``address`` (which the caller keeps alive).
+
+    A slice of a ``c_char`` array is a copy, as ``bytes``: about half the cost of
+    ``ctypes.string_at``, a foreign-function call.
+    """
+    if not length:
+        return memoryview(b"")
+    copy: bytes = _AddressSpace.from_address(address)[:length]  # type: ignore[assignment]
+    return memoryview(copy)
 
 
 def _byte_view(owner: torch.Tensor, start: int, length: int) -> Frame:

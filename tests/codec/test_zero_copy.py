@@ -83,6 +83,16 @@ def test_the_inline_threshold_boundary() -> None:
     assert address(frames_at[1]) == at.data_ptr()
 
 
+def test_inline_payloads_are_copies_taken_when_encoding() -> None:
+    small = torch.arange(5, dtype=torch.int64)
+    frames = mm.encode(_elem(small))
+    (run,) = header(frames).tensors
+    assert bytes(run.data) == small.numpy().tobytes()
+    small.fill_(-1)  # frame payloads view the tensor; an inline one no longer does
+    decoded = mm.decode(frames, mm.MultiModalFieldElem).data
+    assert isinstance(decoded, torch.Tensor) and decoded.tolist() == [0, 1, 2, 3, 4]
+
+
 # -- decoding: tensors view the frames -------------------------------------------------
 
 
