@@ -137,13 +137,15 @@ class SchemaCodec:
         self.types: tuple[NamedType, ...] = tuple(types)
         """The schema's named types, in the generated module's order (for tools)."""
         self._by_python_type = {t.python_type: t for t in types}
-        self._envelope_decoders = {
-            t.python_type: msgspec.msgpack.Decoder(
-                typed_envelope(schema, major, t.name, t.wire_type)
+        self._decoding = {
+            t.python_type: (
+                t,
+                msgspec.msgpack.Decoder(typed_envelope(schema, major, t.name, t.wire_type)),
             )
             for t in types
         }
-        """Per type, a decoder of a whole header holding one, identity and body, in one pass."""
+        """Per type, itself and a decoder of a whole header holding one (identity and body,
+        in one pass): one lookup per decode."""
         self._named_types = MappingProxyType({t.name: t.python_type for t in types})
 
     @property
@@ -224,12 +226,13 @@ class SchemaCodec:
         copy: bool = False,
         limits: Limits = DEFAULT_LIMITS,
     ) -> Any:
-        named = self._by_python_type.get(type)
-        if named is None:
+        decoding = self._decoding.get(type)
+        if decoding is None:
             raise TypeError(f"{type!r} is not a type of schema {self.schema!r}")
+        named, envelope_decoder = decoding
         try:
             views = framing.as_byte_views(frames, limits)
-            return self._decode_views(views, named, self._envelope_decoders[type], copy, limits)
+            return self._decode_views(views, named, envelope_decoder, copy, limits)
         except DecodeError:
             raise
         except RecursionError:

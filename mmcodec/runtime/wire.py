@@ -74,7 +74,7 @@ def typed_envelope(schema: str, major: int, name: str, body_type: object) -> typ
     ``major``, root ``name``), so msgspec checks them as it reads them; the decoder falls
     back to the three steps to explain a bad message, identity first.
     """
-    identity: dict[str, Any] = {
+    types: dict[str, Any] = {
         "magic": Literal[MAGIC],
         "wire_version": Literal[WIRE_VERSION],
         "schema": Literal[schema],
@@ -83,7 +83,7 @@ def typed_envelope(schema: str, major: int, name: str, body_type: object) -> typ
         "body": body_type,
     }
     fields = [
-        (field.name, identity.get(field.name, field.type))
+        (field.name, types.get(field.name, field.type))
         for field in msgspec.structs.fields(Envelope)
     ]
     return msgspec.defstruct(
