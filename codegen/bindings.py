@@ -120,7 +120,7 @@ def _module_name(error: _Error, top: Map, modules: list[ir.Module]) -> str | Non
     node = top.get("bindings")
     value = node.value if isinstance(node, Scalar) else None
     position = node.position if node is not None else top.position
-    if not isinstance(value, str) or not validate._MODULE_NAME.match(value):
+    if not isinstance(value, str) or not validate._MODULE_NAME.fullmatch(value):
         error(position, "'bindings' is the generated module's name, a lowercase Python name")
         return None
     if keyword.iskeyword(value) or value in validate.RESERVED_SCHEMA_NAMES:
@@ -203,7 +203,7 @@ def _classes(error: _Error, bind: Map, schema: ir.Module) -> dict[str, ir.Bindin
 def _import_path(value: object) -> ir.Binding | None:
     if (
         not isinstance(value, str)
-        or not validate._BINDING.match(value)
+        or not validate._BINDING.fullmatch(value)
         or any(keyword.iskeyword(part) for part in value.split("."))
     ):
         return None

@@ -33,33 +33,6 @@ WIDTH = 100
 INDENT = 4
 
 
-# -- literals --------------------------------------------------------------------
-
-
-def literal(value: object) -> str:
-    """``repr(value)``, with strings and bytes quoted as ruff normalizes them: double
-    quotes, unless the text holds more double quotes than single ones."""
-    if isinstance(value, str):
-        chars = list(value)
-        prefix = ""
-    elif isinstance(value, bytes):
-        chars = [chr(b) for b in value]
-        prefix = "b"
-    else:
-        return repr(value)
-    quote = "'" if chars.count('"') > chars.count("'") else '"'
-    body = "".join(_escape(c, quote, bytes_=bool(prefix)) for c in chars)
-    return f"{prefix}{quote}{body}{quote}"
-
-
-def _escape(char: str, quote: str, bytes_: bool) -> str:
-    if char == "\\" or char == quote:
-        return "\\" + char
-    if char in "'\"":
-        return char
-    return repr(char.encode("latin-1"))[2:-1] if bytes_ else repr(char)[1:-1]
-
-
 # -- documents -------------------------------------------------------------------
 
 

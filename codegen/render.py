@@ -14,15 +14,15 @@ as ``ruff format`` would break them (:mod:`~mmcodec.codegen.layout`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import jinja2
 
-from mmcodec.codegen import GENERATOR_VERSION, ir, layout
+from mmcodec.codegen import GENERATOR_VERSION, ir, layout, pysource
 from mmcodec.codegen.imports import Import, import_block, sort_all, used_names
+from mmcodec.codegen.pysource import Code, code, docstring, literal
 from mmcodec.runtime.api import API_LEVEL
 
 _TEMPLATES = Path(__file__).parent / "templates"
@@ -63,14 +63,20 @@ _IMPORTS = (
 
 
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    """Templates print only what :mod:`~mmcodec.codegen.pysource` allows (``finalize``):
+    schema text reaches them as literals, docstrings and comments, never as itself."""
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(_TEMPLATES),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
-        autoescape=False,
+        autoescape=True,  # with Code a Markup: see pysource
+        finalize=pysource.finalize,
     )
+    env.filters["literal"] = literal
+    env.filters["comment"] = pysource.comment
+    return env
 
 
 @dataclass(frozen=True)
@@ -123,11 +129,10 @@ class _Renderer:
 
     def wire_annotation(self, t: ir.TypeExpr, constraints: ir.Constraints | None = None) -> str:
         if isinstance(t, ir.OptionalOf):
-            return f"{self.wire_annotation(t.inner, constraints)} | None"
+            return code(self.wire_annotation(t.inner, constraints), " | None")
         base = self._wire_base(t)
         if constraints is not None and constraints.items():
-            meta = ", ".join(f"{k}={layout.literal(v)}" for k, v in constraints.items())
-            return f"Annotated[{base}, msgspec.Meta({meta})]"
+            return code("Annotated[", base, ", msgspec.Meta(", _keywords(constraints), ")]")
         return base
 
     def _wire_base(self, t: ir.TypeExpr) -> str:
@@ -274,18 +279,22 @@ def _mangle(t: ir.TypeExpr, home: str) -> str:
     return f"optional_{_mangle(t.inner, home)}"
 
 
-def _literal(value: object) -> str:
-    if isinstance(value, list):
-        return "[]"
-    if isinstance(value, dict):
-        return "{}"
-    if isinstance(value, float) and not math.isfinite(value):
-        return f'float("{value}")'  # repr gives `inf` / `nan`, which are not Python names
-    return layout.literal(value)
+def _module_doc(module: ir.Module) -> str:
+    usage = (
+        f"Schema ``{module.name}``, major version {module.major}. Codec functions:\n"
+        "``encode(obj)`` -> frames, ``decode(frames, type)``, and the single-buffer pair\n"
+        "``encode_bytes`` / ``decode_bytes``. Decoded tensors view the frames they came from:\n"
+        "treat them as read-only unless the frames are writable, or pass ``copy=True``.\n"
+    )
+    return f"{module.doc}\n\n{usage}"
 
 
-def _docstring(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+def _keywords(constraints: ir.Constraints) -> Code:
+    """``ge=0, pattern="..."``: the constraints as keyword arguments."""
+    pairs = [
+        code(", " if i else "", n, "=", literal(v)) for i, (n, v) in enumerate(constraints.items())
+    ]
+    return code(*pairs)
 
 
 def render_module(module: ir.Module, all_modules: list[ir.Module], package: str) -> str:
@@ -300,7 +309,7 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
     for name in quoted:  # part of a cycle of aliases: a string, for type checkers only
         view = views[name]
         key = "domain_alias" if view["kind"] == "union" else "value_domain"
-        view[key] = f'"{view[key]}"'
+        view[key] = literal(view[key])
     candidates = [
         *_IMPORTS,
         *(
@@ -334,7 +343,7 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
     template = environment().get_template("module.py.j2")
     context = {
         "module": module,
-        "doc": _docstring(module.doc),
+        "doc": docstring(_module_doc(module)),
         "generator_version": GENERATOR_VERSION,
         "runtime_api": API_LEVEL,
         "types": types,
@@ -347,7 +356,7 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
     }
     # The body first, to see which names it uses; then the module with their imports.
     body = template.render(context, imports="")
-    imports = import_block(candidates, used_names(body), package)
+    imports = pysource.lines(import_block(candidates, used_names(body), package).split("\n"))
     return layout.long_lines(template.render(context, imports=imports))
 
 
@@ -442,7 +451,7 @@ def _wire_order(module: ir.Module) -> list[str]:
 def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
     base: dict[str, object] = {
         "name": t.name,
-        "doc": _docstring(t.doc),
+        "doc": docstring(t.doc),
         "bound": t.binding is not None,
         "wire": f"_{t.name}Wire",
         "to_wire": f"_{t.name}_to_wire",
@@ -455,10 +464,10 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
             fields.append(
                 {
                     "name": f.name,
-                    "doc": _docstring(f.doc),
+                    "doc": docstring(f.doc) if f.doc else None,
                     "domain": r.domain_annotation(f.type),
                     "wire": r.wire_annotation(f.type, f.constraints),
-                    "default": _literal(f.default.value)
+                    "default": literal(f.default.value)
                     if isinstance(f.default, ir.Default)
                     else None,
                     "to_wire_expr": _checked(r, f, f"obj.{f.name}"),
@@ -472,7 +481,7 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
         base.update(
             kind="struct",
             fields=fields,
-            tag=None if t.tag is None else layout.literal(t.tag),
+            tag=None if t.tag is None else literal(t.tag),
             shared=r.shared(named),
             wire_ref=r.wire_ref(named),
         )
@@ -484,7 +493,7 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
             )
             variants.append(
                 {
-                    "tag": layout.literal(v.tag),
+                    "tag": literal(v.tag),
                     "domain": r.domain_annotation(v.type),
                     "check": _isinstance_check(r, v.type),
                     "wrapped": not named_struct,
@@ -560,8 +569,7 @@ def _checked(r: _Renderer, f: ir.Field, value: str) -> str:
     expression = r.convert_expr(f.type, value, "to_wire")
     if not f.constraints.items():
         return expression
-    arguments = ", ".join(f"{n}={layout.literal(v)}" for n, v in f.constraints.items())
-    return f"_b.constrained({expression}, {arguments})"
+    return code("_b.constrained(", expression, ", ", _keywords(f.constraints), ")")
 
 
 def _tag_suffix(tag: int | str) -> str:

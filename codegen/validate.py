@@ -74,8 +74,8 @@ RESERVED_TYPE_NAMES = frozenset(
 )
 # A schema named "b" would be imported by others as `_b`, the runtime helpers' alias.
 RESERVED_SCHEMA_NAMES = frozenset({"b", "codec", "wire"})
-_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-_MODULE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_MODULE_NAME = re.compile(r"[a-z][a-z0-9_]*")
 NUMERIC = frozenset({"int", "float"})
 SIZED = frozenset({"str", "bytes"})
 
@@ -232,7 +232,7 @@ def _read_file(ctx: _Context, path: Path, root: Path) -> _FileInfo | LoadedFile 
         return loaded
     _unknown_keys(ctx, top, FILE_KEYS, "schema file")
     module = _required_str(ctx, top, "schema", "the schema's name")
-    if module is not None and not _MODULE_NAME.match(module):
+    if module is not None and not _MODULE_NAME.fullmatch(module):
         ctx.error(
             _value_pos(top, "schema"),
             f"schema name {module!r} must be a lowercase Python module name",
@@ -301,7 +301,7 @@ def _exports(ctx: _Context, top: Map, declared: dict[str, _Declared]) -> tuple[i
         path = item.value if isinstance(item, Scalar) else None
         if (
             not isinstance(path, str)
-            or not _BINDING.match(path)
+            or not _BINDING.fullmatch(path)
             or any(keyword.iskeyword(part) for part in path.split("."))
         ):
             shown = repr(path) if isinstance(path, str) else "value"
@@ -348,7 +348,7 @@ def _declare(ctx: _Context, key: Scalar, body: Node) -> _Declared | None:
 
 
 def _check_type_name(ctx: _Context, name: str, position: Position) -> bool:
-    if not _IDENTIFIER.match(name):
+    if not _IDENTIFIER.fullmatch(name):
         ctx.error(position, f"type name {name!r} must be an identifier starting with a letter")
         return False
     if keyword.iskeyword(name) or keyword.issoftkeyword(name):
@@ -453,7 +453,7 @@ def _lower_file(ctx: _Context, info: _FileInfo, infos: dict[Path, _FileInfo]) ->
     )
 
 
-_BINDING = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+_BINDING = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
 def _binding(ctx: _Context, decl: _Declared) -> ir.Binding | None:
@@ -464,7 +464,7 @@ def _binding(ctx: _Context, decl: _Declared) -> ir.Binding | None:
         ctx.error(node.position, "'bind' must be an import path such as 'package.module.Class'")
         return None
     path = node.value
-    if not _BINDING.match(path) or any(keyword.iskeyword(p) for p in path.split(".")):
+    if not _BINDING.fullmatch(path) or any(keyword.iskeyword(p) for p in path.split(".")):
         ctx.error(
             node.position,
             f"malformed binding {path!r}: expected an import path such as 'package.module.Class'",
@@ -686,7 +686,7 @@ def _lower_field(
 ) -> ir.Field | None:
     name = str(key.value)
     valid_name = True
-    if not _IDENTIFIER.match(name) and not re.match(r"^[a-z_][A-Za-z0-9_]*$", name):
+    if not _IDENTIFIER.fullmatch(name) and not re.fullmatch(r"[a-z_][A-Za-z0-9_]*", name):
         ctx.error(key.position, f"field name {name!r} must be an identifier")
         valid_name = False
     elif name.startswith("_"):

@@ -20,7 +20,6 @@ from mmcodec.codegen.layout import (
     Line,
     Text,
     brackets,
-    literal,
     long_lines,
     parenthesize_if_breaks,
     render,
@@ -191,31 +190,6 @@ def test_unknown_shapes_and_comments_and_docstrings_are_left_alone() -> None:
     assert statement(f"    for i in {long}:") == f"    for i in {long}:"
     source = f'"""{long}\n{long}"""\nx = f({long}, {long})  # keep\n'
     assert long_lines(source) == source
-
-
-# -- literals --------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("value", "spelled"),
-    [
-        ("plain", '"plain"'),
-        ("it's", '"it\'s"'),
-        ('say "hi"', "'say \"hi\"'"),  # more double quotes than single: single quotes
-        ('it\'s "quoted"', "'it\\'s \"quoted\"'"),
-        ('a"b', "'a\"b'"),
-        ("a\"b'c", '"a\\"b\'c"'),  # a tie: double quotes, escaped
-        ("back\\slash\n\x00é", '"back\\\\slash\\n\\x00é"'),
-        (b"hi", 'b"hi"'),
-        (b"\x00\xff\"'", 'b"\\x00\\xff\\"\'"'),
-        (0.5, "0.5"),
-        (3, "3"),
-        (None, "None"),
-    ],
-)
-def test_literal_quotes_like_ruff_and_round_trips(value: object, spelled: str) -> None:
-    assert literal(value) == spelled
-    assert eval(spelled) == value
 
 
 # -- against ruff itself ---------------------------------------------------------
