@@ -23,8 +23,21 @@ VLLM_REQUIREMENTS := requirements/vllm-0.33-cpu.txt
 VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_ENV := VLLM_TARGET_DEVICE=cpu VLLM_LOGGING_LEVEL=WARNING
 
+# The Rust side (rust/): the runtime crate, the crate generated from schema/, the tools
+# the Python tests and benchmarks drive, the gateway example. These machines cannot reach
+# crates.io: cargo builds against Debian's packaged crates (rust/offline.toml; rust-deps
+# installs them, CI runs as root). `make test CARGO_CONFIG_FILE=` builds from crates.io.
+CARGO ?= cargo
+CARGO_CONFIG_FILE ?= $(CURDIR)/rust/offline.toml
+CARGO_CONFIG = $(if $(CARGO_CONFIG_FILE),--config $(CARGO_CONFIG_FILE))
+export MMCODEC_CARGO_CONFIG := $(CARGO_CONFIG_FILE)
+RUST_PACKAGES := librust-indexmap-dev librust-regex-dev librust-zmq-dev pkg-config
+RUST_SCHEMA_OUT := rust/multimodal/src/generated
+# Cases of the Rust mutation test (cargo test): CI runs this many.
+MUTATIONS ?= 100000
+
 .PHONY: venv generate check lint typecheck test test-fast demo bench bench-ray fuzz soak soak-ci clean
-.PHONY: venv-vllm test-vllm bench-vllm
+.PHONY: venv-vllm test-vllm bench-vllm rust-deps rust-test
 
 venv: $(STAMP)
 
@@ -39,13 +52,17 @@ $(STAMP): pyproject.toml
 
 generate: venv
 	$(MMCODEC) generate --schemas schema --out generated --package mmcodec.generated
+	$(MMCODEC) generate --lang rust --schemas schema --out $(RUST_SCHEMA_OUT)
 	$(MMCODEC) generate --schemas tests/schemas --out tests/golden
+	$(MMCODEC) generate --lang rust --schemas tests/schemas --out tests/golden_rust
 	$(MMCODEC) json-schema > schema/mmcodec.schema.json
 
 check: venv
 	$(MMCODEC) validate schema
 	$(MMCODEC) check --schemas schema --out generated --package mmcodec.generated
+	$(MMCODEC) check --lang rust --schemas schema --out $(RUST_SCHEMA_OUT)
 	$(MMCODEC) check --schemas tests/schemas --out tests/golden
+	$(MMCODEC) check --lang rust --schemas tests/schemas --out tests/golden_rust
 	$(MMCODEC) compat --against $(COMPAT_REF)
 	$(MMCODEC) json-schema | cmp -s - schema/mmcodec.schema.json || \
 		{ echo "schema/mmcodec.schema.json is stale; run: make generate"; exit 1; }
@@ -58,8 +75,22 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
-test: check
+test: check rust-test
 	$(PY) -m pytest -q
+
+# The Debian packages of the crates the Rust side uses (nothing to do when they are there,
+# or when building from crates.io).
+rust-deps:
+	@if [ -n "$(CARGO_CONFIG_FILE)" ] && ! dpkg-query -W $(RUST_PACKAGES) >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(RUST_PACKAGES); \
+	fi
+
+# Formatting (the generated modules included: rustfmt must find nothing to change), clippy
+# with warnings as errors, and every Rust test, the mutation test at MUTATIONS cases.
+rust-test: rust-deps
+	cd rust && $(CARGO) fmt --all -- --check
+	cd rust && $(CARGO) clippy $(CARGO_CONFIG) --workspace --all-targets -- -D warnings
+	cd rust && MMCODEC_MUTATIONS=$(MUTATIONS) $(CARGO) test $(CARGO_CONFIG) --workspace
 
 test-fast: venv
 	$(PY) -m pytest -q -x -m "not slow"
@@ -106,4 +137,4 @@ soak-ci: venv
 	$(PY) -m bench.soak --minutes 1
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis rust/target

@@ -28,6 +28,7 @@ exit codes:
 """
 DEFAULT_SCHEMAS = "schema"
 DEFAULT_OUT = "generated"
+LANGUAGES = ("python", "rust")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,8 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for p in (generate, check):
         p.add_argument("--schemas", help=f"schema directory or file (default: {DEFAULT_SCHEMAS})")
-        p.add_argument("--out", help=f"output directory (default: {DEFAULT_OUT})")
+        p.add_argument(
+            "--out", help=f"output directory (default: {DEFAULT_OUT}; required with --lang rust)"
+        )
         p.add_argument("--package", help="import name of the output package (default: from --out)")
+        p.add_argument(
+            "--lang",
+            choices=LANGUAGES,
+            default="python",
+            help="the output's language: python (a package) or rust (a module per schema and "
+            "mod.rs, for the mmcodec runtime crate)",
+        )
     generate.add_argument(
         "--force",
         action="store_true",

@@ -27,6 +27,7 @@ from mmcodec.codegen.gitref import Tree, checkout_schemas
 from mmcodec.codegen.jsonschema import schema_language_json
 from mmcodec.codegen.load import schema_files
 from mmcodec.codegen.output import Plan, plan_output, survey, write
+from mmcodec.codegen.rust.output import plan_rust_output
 from mmcodec.codegen.validate import compile_schemas
 
 
@@ -69,6 +70,8 @@ def _fix_command(args: argparse.Namespace, force: bool = False) -> str:
     if _root(args) != Path.cwd().resolve():
         words += ["--root", str(args.root)]
     words.append("generate")
+    if getattr(args, "lang", "python") != "python":
+        words += ["--lang", args.lang]
     for option in ("schemas", "out", "package"):
         value = getattr(args, option)
         if value is not None:
@@ -80,11 +83,18 @@ def _fix_command(args: argparse.Namespace, force: bool = False) -> str:
 
 def _plan(args: argparse.Namespace) -> tuple[Path, Path, Plan]:
     root = _root(args)
+    rust = getattr(args, "lang", "python") == "rust"
+    if rust and args.out is None:
+        raise UsageError("--lang rust needs --out: the folder of the generated Rust modules")
+    if rust and args.package is not None:
+        raise UsageError("--package names a Python package; Rust output has none")
     out = args.out or DEFAULT_OUT
     out_dir = (root / out).resolve()
     package = args.package or Path(out).as_posix().strip("/").replace("/", ".")
     files = schema_files([root / (args.schemas or DEFAULT_SCHEMAS)], root)
     modules = compile_schemas(files, root)
+    if rust:
+        return root, out_dir, plan_rust_output(modules)
     return root, out_dir, plan_output(modules, package)
 
 

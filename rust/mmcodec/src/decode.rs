@@ -91,7 +91,9 @@ pub trait Shared<'a, C>: Sized {
     fn read_fresh(d: &mut Decoder<'a, '_, C>) -> Result<Fresh<Self>, DecodeError>;
 
     /// This message's values of the type, in the order they were read.
-    fn table(tables: &mut C) -> &mut Vec<Arc<Self>>;
+    fn table<'t>(tables: &'t mut C) -> &'t mut Vec<Arc<Self>>
+    where
+        'a: 't;
 }
 
 fn accepts(expected: &str, kind: Kind) -> bool {

@@ -42,6 +42,7 @@ pub use tensor::{NestedTensors, ShapeError, Slice, Tensor};
 pub mod prelude {
     pub use std::borrow::Cow;
     pub use std::marker::PhantomData;
+    pub use std::ops::{Deref, DerefMut};
     pub use std::sync::Arc;
 
     pub use crate::codec::Message;

@@ -1,0 +1,163 @@
+"""Line layout for generated Rust: the breaks ``rustfmt`` (default settings) would choose.
+
+The renderer writes every line whose length depends on schema names through one of the
+shapes below, each laid out as rustfmt lays it out: on one line when it fits in 100
+columns (and, for a call with several arguments, when they fit in 60: rustfmt's
+``fn_call_width``), else broken the way rustfmt breaks that shape. Every other line of a
+generated module has a fixed length. ``tests/rust/test_rust_layout.py`` runs rustfmt over
+generated modules whose names are long enough to make every shape break.
+
+Past a point (a single name near 100 characters) rustfmt's choices are not all followed;
+the code is still valid Rust.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mmcodec.codegen.rust.source import RustCode, code
+
+WIDTH = 100
+"""rustfmt's ``max_width``."""
+CALL_ARGS_WIDTH = 60
+"""rustfmt's ``fn_call_width``: several arguments wider than this go one per line."""
+STRUCT_LITERAL_WIDTH = 18
+"""rustfmt's ``struct_lit_width``: a struct literal's fields wider than this go one per line."""
+
+
+def _fits(*rows: str) -> bool:
+    return all(len(row) <= WIDTH for row in rows)
+
+
+def _rows(*rows: RustCode) -> RustCode:
+    """Lines of code, each already made by :func:`code`."""
+    return RustCode("\n".join(rows))
+
+
+def field(indent: int, head: RustCode, ty: RustCode, tail: str = ",") -> RustCode:
+    """``head ty,`` as a struct field (``pub name: Type,``): the type moves to the next
+    line when the field does not fit."""
+    pad = " " * indent
+    one = code(pad, head, " ", ty, tail)
+    if _fits(one):
+        return one
+    return _rows(code(pad, head), code(pad, "    ", ty, tail))
+
+
+def tuple_variant(indent: int, name: RustCode, ty: RustCode) -> RustCode:
+    """An enum variant holding one value: ``Name(Type),``."""
+    pad = " " * indent
+    one = code(pad, name, "(", ty, "),")
+    if _fits(one):
+        return one
+    return _rows(code(pad, name, "("), code(pad, "    ", ty, ","), code(pad, "),"))
+
+
+def impl_header(generics: RustCode, trait: RustCode, ty: RustCode) -> RustCode:
+    """``impl<...> Trait for Type {``, at the start of a line."""
+    one = code("impl", generics, " ", trait, " for ", ty, " {")
+    if _fits(one):
+        return one
+    return _rows(code("impl", generics, " ", trait), code("    for ", ty), code("{"))
+
+
+def match_arm(indent: int, pattern: RustCode, body: RustCode) -> RustCode:
+    """``pattern => body,``: a body that does not fit goes into a block."""
+    pad = " " * indent
+    one = code(pad, pattern, " => ", body, ",")
+    if _fits(one):
+        return one
+    return _rows(code(pad, pattern, " => {"), code(pad, "    ", body), code(pad, "}"))
+
+
+def const_item(indent: int, head: RustCode, value: RustCode) -> RustCode:
+    """``const NAME: Type = value;``: the value moves to the next line when that makes it
+    fit (a value too long for any line stays where it is)."""
+    pad = " " * indent
+    one = code(pad, head, " = ", value, ";")
+    rows = (code(pad, head, " ="), code(pad, "    ", value, ";"))
+    if _fits(one) or not _fits(*rows):
+        return one
+    return _rows(*rows)
+
+
+def method_call(
+    indent: int, receiver: str, method: RustCode, args: Sequence[RustCode], tail: str
+) -> RustCode:
+    """``receiver.method(args)tail``, a statement; arguments go one per line when the call
+    does not fit, or when several are wider than ``fn_call_width`` together."""
+    pad = " " * indent
+    joined = code(*[code(", " if i else "", a) for i, a in enumerate(args)])
+    one = code(pad, receiver, ".", method, "(", joined, ")", tail)
+    if _fits(one) and (len(args) < 2 or len(joined) <= CALL_ARGS_WIDTH):
+        return one
+    rows = [code(pad, receiver, ".", method, "(")]
+    rows += [code(pad, "    ", arg, ",") for arg in args]
+    rows.append(code(pad, ")", tail))
+    return _rows(*rows)
+
+
+def field_value(indent: int, name: RustCode, receiver: str, call: RustCode) -> RustCode:
+    """``name: receiver.call,`` in a struct literal: a field that does not fit breaks
+    before the method, as rustfmt breaks a chain."""
+    pad = " " * indent
+    one = code(pad, name, ": ", receiver, ".", call, ",")
+    if _fits(one):
+        return one
+    return _rows(code(pad, name, ": ", receiver), code(pad, "    .", call, ","))
+
+
+def struct_literal(
+    indent: int, head: RustCode, fields: Sequence[tuple[RustCode, RustCode]], tail: str
+) -> RustCode:
+    """``head { a: x, b: y }tail`` (``head`` like ``Ok(Self``, ``tail`` like ``)``):
+    on one line when the fields are narrow (``struct_lit_width``), else one per line."""
+    pad = " " * indent
+    if not fields:
+        return code(pad, head, " {}", tail)
+    body = code(*[code(", " if i else "", n, ": ", v) for i, (n, v) in enumerate(fields)])
+    one = code(pad, head, " { ", body, " }", tail)
+    if len(body) <= STRUCT_LITERAL_WIDTH and _fits(one):
+        return one
+    rows = [code(pad, head, " {")]
+    rows += [code(pad, "    ", n, ": ", v, ",") for n, v in fields]
+    rows.append(code(pad, "}", tail))
+    return _rows(*rows)
+
+
+def field_values(
+    indent: int,
+    head: RustCode,
+    fields: Sequence[tuple[RustCode, RustCode]],
+    tail: str,
+    receiver: str,
+) -> RustCode:
+    """A struct literal whose values are calls on ``receiver`` (``s.field()?``), each
+    laid out by :func:`field_value` when the literal goes one field per line."""
+    pad = " " * indent
+    if not fields:
+        return code(pad, head, " {}", tail)
+    values = [(n, code(receiver, ".", v)) for n, v in fields]
+    body = code(*[code(", " if i else "", n, ": ", v) for i, (n, v) in enumerate(values)])
+    one = code(pad, head, " { ", body, " }", tail)
+    if len(body) <= STRUCT_LITERAL_WIDTH and _fits(one):
+        return one
+    rows = [code(pad, head, " {")]
+    rows += [field_value(indent + 4, n, receiver, v) for n, v in fields]
+    rows.append(code(pad, "}", tail))
+    return _rows(*rows)
+
+
+def supertraits(head: RustCode, bounds: Sequence[RustCode]) -> RustCode:
+    """``pub trait Name: A + B {}``, the bounds on their own line(s) when too long."""
+    joined = code(*[code(" + " if i else "", b) for i, b in enumerate(bounds)])
+    one = code(head, ": ", joined, " {}")
+    if _fits(one):
+        return one
+    line = code("    ", joined)
+    if _fits(line):
+        return _rows(code(head, ":"), line, code("{"), code("}"))
+    rows = [code(head, ":")]
+    rows += [code("    ", "+ " if i else "", b) for i, b in enumerate(bounds)]
+    rows += [code("{"), code("}")]
+    return _rows(*rows)

@@ -1,0 +1,214 @@
+//! What the Python conformance and hostile-input tests ask of the Rust side.
+//!
+//! ```text
+//! mmcodec-conformance describe TYPE FILE       decode a capture file, print its value as JSON
+//! mmcodec-conformance reencode TYPE IN OUT     decode IN, encode the value again into OUT
+//! mmcodec-conformance build INPUTS OUT         build items from a batch (gateway-style), encode
+//! mmcodec-conformance replay MANIFEST          decode every case a manifest lists, print results
+//! mmcodec-conformance dtypes                   the dtype table, one `name itemsize` a line
+//! ```
+//!
+//! TYPE is `schema.Type`; files hold a message as one buffer (the capture format, what
+//! `encode_bytes` writes). Every result is one JSON line; a decode error is
+//! `{"error": {"path": ..., "message": ...}}`.
+
+use std::fs;
+use std::process::ExitCode;
+
+use mmcodec::msgpack::Reader;
+use mmcodec::{framing, DecodeError, Dtype, IndexMap, Limits, Message, NestedTensors, Tensor};
+use mmcodec_multimodal as mm;
+use mmcodec_tools::{json_str, with_type, Describer};
+
+fn error_json(e: &DecodeError) -> String {
+    format!(
+        "{{\"error\":{{\"path\":{},\"message\":{}}}}}",
+        json_str(&e.path()),
+        json_str(e.message())
+    )
+}
+
+/// The frames of a capture file, bounded only by the file itself (a case may hold more
+/// frames than the default limits allow: the decoder under test must see them).
+fn frames_of(buffer: &[u8]) -> Result<Vec<&[u8]>, String> {
+    let unbounded = Limits {
+        max_frames: usize::MAX >> 8,
+        max_total_bytes: u64::MAX,
+        ..Limits::DEFAULT
+    };
+    framing::split(buffer, &unbounded).map_err(|e| format!("not a capture file: {e}"))
+}
+
+fn describe(name: &str, buffer: &[u8]) -> Result<String, String> {
+    let frames = frames_of(buffer)?;
+    let d = Describer { base: buffer };
+    macro_rules! show {
+        ($T:ty, $f:ident) => {
+            match mmcodec::decode::<$T>(&frames) {
+                Ok(value) => d.$f(&value),
+                Err(e) => error_json(&e),
+            }
+        };
+    }
+    Ok(match name {
+        "multimodal.MultiModalKwargsItems" => show!(mm::MultiModalKwargsItems, items),
+        "multimodal.MultiModalKwargsItem" => show!(mm::MultiModalKwargsItem, item),
+        "multimodal.MultiModalFeatureSpec" => show!(mm::MultiModalFeatureSpec, spec),
+        "multimodal.MultiModalFieldElem" => show!(mm::MultiModalFieldElem, elem),
+        "multimodal.PlaceholderRange" => show!(mm::PlaceholderRange, range),
+        "multimodal.BaseMultiModalField" => show!(mm::BaseMultiModalField, field),
+        other => return Err(format!("describe knows no {other}")),
+    })
+}
+
+/// Decode and encode again: Ok(bytes) or the JSON of the decode error.
+fn reencode<'a, M: Message<'a>>(frames: &[&'a [u8]]) -> Result<Vec<u8>, String> {
+    let value: M = mmcodec::decode(frames).map_err(|e| error_json(&e))?;
+    let again = mmcodec::encode(&value).map_err(|e| format!("encode failed: {e}"))?;
+    Ok(again.to_bytes())
+}
+
+fn decode_only<'a, M: Message<'a>>(
+    frames: &[&'a [u8]],
+    limits: &Limits,
+) -> Result<(), DecodeError> {
+    mmcodec::decode_with::<M>(frames, limits).map(drop)
+}
+
+/// One line of a replay manifest: `name kind type max_frames max_total_bytes
+/// max_header_bytes max_depth max_elements max_tensors max_ndim`; the case's bytes are in
+/// `name` next to the manifest (`kind` is `frames`, a capture of the frames, or `buffer`,
+/// the buffer given to decode_bytes).
+fn replay(manifest: &str) -> Result<(), String> {
+    let text = fs::read_to_string(manifest).map_err(|e| format!("{manifest}: {e}"))?;
+    let folder = std::path::Path::new(manifest)
+        .parent()
+        .unwrap_or(std::path::Path::new("."));
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let words: Vec<&str> = line.split(' ').collect();
+        let [name, kind, type_name, numbers @ ..] = &words[..] else {
+            return Err(format!("bad manifest line {line:?}"));
+        };
+        let n: Vec<u64> = numbers
+            .iter()
+            .map(|w| w.parse().unwrap_or(u64::MAX))
+            .collect();
+        let [frames_, total, header, depth, elements, tensors, ndim] = n[..] else {
+            return Err(format!("bad limits in {line:?}"));
+        };
+        let limits = Limits {
+            max_frames: frames_ as usize,
+            max_total_bytes: total,
+            max_header_bytes: header as usize,
+            max_depth: depth as usize,
+            max_elements: elements as usize,
+            max_tensors: tensors as usize,
+            max_ndim: ndim as usize,
+            ..Limits::DEFAULT
+        };
+        let bytes = fs::read(folder.join(name)).map_err(|e| format!("{name}: {e}"))?;
+        let result = match *kind {
+            "frames" => {
+                let frames = frames_of(&bytes)?;
+                with_type!(*type_name, T => Ok(decode_only::<T<'_>>(&frames, &limits)))?
+            }
+            "buffer" => with_type!(*type_name, T => Ok(
+                framing::split(&bytes, &limits).and_then(|frames| decode_only::<T<'_>>(&frames, &limits))
+            ))?,
+            other => return Err(format!("bad kind {other}")),
+        };
+        let outcome = match result {
+            Ok(()) => "{\"ok\":true}".to_string(),
+            Err(e) => error_json(&e),
+        };
+        println!("{{\"case\":{},\"result\":{outcome}}}", json_str(name));
+    }
+    Ok(())
+}
+
+/// A batch as the Python side hands it over: a msgpack array of
+/// `[key, modality, kind, param, dtype, shape, bytes]` (`kind` is `batched`, `flat` with
+/// the sizes, `shared` with the batch size), then one feature spec per item if asked.
+fn build(inputs: &[u8]) -> Result<Vec<u8>, String> {
+    let mut r = Reader::new(inputs);
+    let text = |e: DecodeError| e.to_string();
+    let n = r.array().map_err(text)?;
+    let mut raw = Vec::new();
+    for _ in 0..n {
+        r.array().map_err(text)?;
+        let key = r.str().map_err(text)?;
+        let modality = r.str().map_err(text)?;
+        let kind = r.str().map_err(text)?;
+        let count = r.array().map_err(text)?;
+        let mut params = Vec::new();
+        for _ in 0..count {
+            params.push(r.int().map_err(text)? as u64);
+        }
+        let dtype = Dtype::from_name(r.str().map_err(text)?).ok_or("unknown dtype")?;
+        let ndim = r.array().map_err(text)?;
+        let mut shape = Vec::new();
+        for _ in 0..ndim {
+            shape.push(r.int().map_err(text)? as u64);
+        }
+        let data = r.bin().map_err(text)?;
+        raw.push((key, modality, kind, params, dtype, shape, data));
+    }
+    let mut batch = IndexMap::new();
+    let mut config = IndexMap::new();
+    for (key, modality, kind, params, dtype, shape, data) in &raw {
+        let tensor = Tensor::new(*dtype, shape, data).map_err(|e| e.to_string())?;
+        batch.insert(key.to_string(), NestedTensors::Tensor(tensor));
+        let field = match *kind {
+            "batched" => mm::MultiModalFieldConfig::batched(modality),
+            "flat" => mm::MultiModalFieldConfig::flat_from_sizes(modality, params, 0),
+            "shared" => mm::MultiModalFieldConfig::shared(modality, params[0]),
+            other => return Err(format!("unknown field kind {other}")),
+        };
+        config.insert(key.to_string(), field);
+    }
+    let items =
+        mm::MultiModalKwargsItems::from_hf_inputs(&batch, &config).map_err(|e| e.to_string())?;
+    mmcodec::encode_bytes(&items).map_err(|e| e.to_string())
+}
+
+fn run(args: &[String]) -> Result<(), String> {
+    let read = |path: &str| fs::read(path).map_err(|e| format!("{path}: {e}"));
+    match args {
+        [command, type_name, file] if command == "describe" => {
+            println!("{}", describe(type_name, &read(file)?)?);
+        }
+        [command, type_name, input, output] if command == "reencode" => {
+            let bytes = read(input)?;
+            let frames = frames_of(&bytes)?;
+            match with_type!(type_name.as_str(), T => Ok(reencode::<T<'_>>(&frames)))? {
+                Ok(again) => {
+                    fs::write(output, again).map_err(|e| format!("{output}: {e}"))?;
+                    println!("{{\"ok\":true}}");
+                }
+                Err(error) => println!("{error}"),
+            }
+        }
+        [command, input, output] if command == "build" => {
+            fs::write(output, build(&read(input)?)?).map_err(|e| format!("{output}: {e}"))?;
+        }
+        [command, manifest] if command == "replay" => replay(manifest)?,
+        [command] if command == "dtypes" => {
+            for dtype in Dtype::ALL {
+                println!("{} {}", dtype.name(), dtype.itemsize());
+            }
+        }
+        _ => return Err("usage: see the module's documentation".into()),
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("mmcodec-conformance: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
