@@ -197,6 +197,7 @@ class _Module:
             "field_name_arms": arms,
             "field_name_only": field_names[0] if field_names else string(""),
             "inherent_impl": code("impl", generics, " ", self.self_type(t), " {"),
+            "tag": None if t.tag is None else _tag(t.tag),
             "required": required,
             "count": len(t.fields),
             "constants": constants,
@@ -224,11 +225,7 @@ class _Module:
                 if struct_variant
                 else self.schemas.rust_type(v.type, self.home)
             )
-            tag = (
-                code("Tag::Str(", string(v.tag), ")")
-                if isinstance(v.tag, str)
-                else code("Tag::Int(", int(v.tag), ")")
-            )
+            tag = _tag(v.tag)
             read = "fields" if struct_variant else "value"
             write = "struct_variant" if struct_variant else "value_variant"
             variants.append(
@@ -345,6 +342,13 @@ def _zero(f: ir.Field) -> bool:
     if isinstance(value, int):
         return value == 0 and f.type != ir.Builtin("float")
     return isinstance(value, float) and repr(value) == "0.0"
+
+
+def _tag(tag: int | str) -> RustCode:
+    """A union tag as a ``Tag`` (a pattern and a value)."""
+    if isinstance(tag, str):
+        return code("Tag::Str(", string(tag), ")")
+    return code("Tag::Int(", _int(tag), ")")
 
 
 def _tag_text(tag: int | str) -> str:

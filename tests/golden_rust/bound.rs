@@ -68,6 +68,7 @@ pub struct Scene<'a> {
 impl StructFields for Point {
     const REQUIRED: usize = 2;
     const COUNT: usize = 2;
+    const TAG: Option<Tag<'static>> = Some(Tag::Int(0));
 
     fn field_name(index: usize) -> &'static str {
         match index {
@@ -125,6 +126,7 @@ impl Circle {
 impl StructFields for Circle {
     const REQUIRED: usize = 2;
     const COUNT: usize = 2;
+    const TAG: Option<Tag<'static>> = Some(Tag::Int(1));
 
     fn field_name(index: usize) -> &'static str {
         match index {
@@ -175,6 +177,7 @@ impl<'a> Message<'a> for Circle {
 impl StructFields for Polygon<'_> {
     const REQUIRED: usize = 1;
     const COUNT: usize = 2;
+    const TAG: Option<Tag<'static>> = Some(Tag::Int(2));
 
     fn field_name(index: usize) -> &'static str {
         match index {

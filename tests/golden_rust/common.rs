@@ -219,6 +219,7 @@ impl Circle {
 impl StructFields for Circle {
     const REQUIRED: usize = 2;
     const COUNT: usize = 2;
+    const TAG: Option<Tag<'static>> = Some(Tag::Str("circle"));
 
     fn field_name(index: usize) -> &'static str {
         match index {

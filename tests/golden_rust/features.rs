@@ -710,6 +710,7 @@ impl<'a> Message<'a> for Builtins<'a> {
 impl StructFields for Empty {
     const REQUIRED: usize = 0;
     const COUNT: usize = 0;
+    const TAG: Option<Tag<'static>> = Some(Tag::Int(7));
 
     fn field_name(_: usize) -> &'static str {
         ""
@@ -752,6 +753,7 @@ impl<'a> Message<'a> for Empty {
 impl StructFields for Sample {
     const REQUIRED: usize = 1;
     const COUNT: usize = 2;
+    const TAG: Option<Tag<'static>> = Some(Tag::Int(0));
 
     fn field_name(index: usize) -> &'static str {
         match index {
@@ -998,6 +1000,7 @@ impl Click {
 impl StructFields for Click {
     const REQUIRED: usize = 1;
     const COUNT: usize = 2;
+    const TAG: Option<Tag<'static>> = Some(Tag::Str("click"));
 
     fn field_name(index: usize) -> &'static str {
         match index {
@@ -1048,6 +1051,7 @@ impl<'a> Message<'a> for Click {
 impl StructFields for Key {
     const REQUIRED: usize = 1;
     const COUNT: usize = 2;
+    const TAG: Option<Tag<'static>> = Some(Tag::Str("key"));
 
     fn field_name(index: usize) -> &'static str {
         match index {
@@ -1301,6 +1305,7 @@ impl<'a> Message<'a> for Expr {
 impl StructFields for Lit {
     const REQUIRED: usize = 1;
     const COUNT: usize = 1;
+    const TAG: Option<Tag<'static>> = Some(Tag::Int(0));
 
     fn field_name(_: usize) -> &'static str {
         "value"
@@ -1344,6 +1349,7 @@ impl<'a> Message<'a> for Lit {
 impl StructFields for Add {
     const REQUIRED: usize = 2;
     const COUNT: usize = 2;
+    const TAG: Option<Tag<'static>> = Some(Tag::Int(1));
 
     fn field_name(index: usize) -> &'static str {
         match index {
@@ -1394,6 +1400,7 @@ impl<'a> Message<'a> for Add {
 impl StructFields for Neg {
     const REQUIRED: usize = 1;
     const COUNT: usize = 1;
+    const TAG: Option<Tag<'static>> = Some(Tag::Int(2));
 
     fn field_name(_: usize) -> &'static str {
         "operand"

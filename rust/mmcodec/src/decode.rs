@@ -46,6 +46,10 @@ pub trait StructFields {
     /// How many fields the struct has.
     const COUNT: usize;
 
+    /// The struct's tag when it is a variant of a union: it then travels first, wherever
+    /// the struct does (`[tag, fields...]`).
+    const TAG: Option<Tag<'static>> = None;
+
     /// The schema's name of field `index`.
     fn field_name(index: usize) -> &'static str;
 }
@@ -94,6 +98,15 @@ pub trait Shared<'a, C>: Sized {
     fn table<'t>(tables: &'t mut C) -> &'t mut Vec<Arc<Self>>
     where
         'a: 't;
+}
+
+/// msgspec's error for a tag that selects nothing.
+fn invalid_tag(tag: Tag<'_>) -> DecodeError {
+    let shown = match tag {
+        Tag::Int(i) => i.to_string(),
+        Tag::Str(s) => crate::error::python_repr(s),
+    };
+    DecodeError::new(format!("Invalid value {shown}"))
 }
 
 fn accepts(expected: &str, kind: Kind) -> bool {
@@ -172,13 +185,20 @@ impl<'a, 'm, C> Decoder<'a, 'm, C> {
     /// A struct: its fields in order, a field the sender's (newer) schema added skipped.
     pub fn read_struct<T: Struct<'a, C>>(&mut self) -> Result<T, DecodeError> {
         let n = self.reader.array()?;
-        if n < T::REQUIRED {
+        let tagged = usize::from(T::TAG.is_some());
+        if n < T::REQUIRED + tagged {
             return Err(DecodeError::new(format!(
                 "Expected `array` of at least length {}, got {n}",
-                T::REQUIRED
+                T::REQUIRED + tagged
             )));
         }
-        let mut fields = Fields::new::<T>(self, n);
+        if let Some(expected) = T::TAG {
+            let tag = self.read_tag_of(expected).map_err(|e| e.at(Segment::Tag))?;
+            if tag != expected {
+                return Err(invalid_tag(tag).at(Segment::Tag));
+            }
+        }
+        let mut fields = Fields::new::<T>(self, n - tagged);
         let value = T::read_fields(&mut fields)?;
         fields.end()?;
         Ok(value)
@@ -222,7 +242,15 @@ impl<'a, 'm, C> Decoder<'a, 'm, C> {
     }
 
     fn read_tag<T: Union<'a, C>>(&mut self) -> Result<Tag<'a>, DecodeError> {
-        if T::STR_TAGS {
+        self.read_tag_kind(T::STR_TAGS)
+    }
+
+    fn read_tag_of(&mut self, like: Tag<'_>) -> Result<Tag<'a>, DecodeError> {
+        self.read_tag_kind(matches!(like, Tag::Str(_)))
+    }
+
+    fn read_tag_kind(&mut self, str_tags: bool) -> Result<Tag<'a>, DecodeError> {
+        if str_tags {
             return Ok(Tag::Str(self.reader.str()?));
         }
         let tag = self.reader.int()?;
@@ -370,11 +398,7 @@ impl<'a, C> Variant<'_, 'a, '_, C> {
 
     /// The error for a tag no variant has.
     pub fn unknown(&self, tag: Tag<'_>) -> DecodeError {
-        let shown = match tag {
-            Tag::Int(i) => i.to_string(),
-            Tag::Str(s) => crate::error::python_repr(s),
-        };
-        DecodeError::new(format!("Invalid value {shown}")).at(Segment::Tag)
+        invalid_tag(tag).at(Segment::Tag)
     }
 }
 

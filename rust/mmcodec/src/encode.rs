@@ -125,8 +125,13 @@ impl<'a> Encoder<'a> {
 
     /// A struct: the array of its fields.
     pub fn write_struct<T: StructEncode<'a>>(&mut self, value: &T) -> Result<(), EncodeError> {
-        write::array(&mut self.out, T::COUNT);
-        self.fields(value)
+        match T::TAG {
+            Some(tag) => self.struct_variant(tag, value),
+            None => {
+                write::array(&mut self.out, T::COUNT);
+                self.fields(value)
+            }
+        }
     }
 
     fn fields<T: StructEncode<'a>>(&mut self, value: &T) -> Result<(), EncodeError> {

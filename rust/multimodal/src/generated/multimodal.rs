@@ -111,6 +111,7 @@ pub struct MultiModalFeatureSpec<'a> {
 impl StructFields for BatchedField {
     const REQUIRED: usize = 0;
     const COUNT: usize = 1;
+    const TAG: Option<Tag<'static>> = Some(Tag::Int(0));
 
     fn field_name(_: usize) -> &'static str {
         "keep_on_cpu"
@@ -215,6 +216,7 @@ impl<'a> Message<'a> for FlatSlice {
 impl StructFields for FlatField {
     const REQUIRED: usize = 1;
     const COUNT: usize = 3;
+    const TAG: Option<Tag<'static>> = Some(Tag::Int(1));
 
     fn field_name(index: usize) -> &'static str {
         match index {
@@ -268,6 +270,7 @@ impl<'a> Message<'a> for FlatField {
 impl StructFields for SharedField {
     const REQUIRED: usize = 1;
     const COUNT: usize = 2;
+    const TAG: Option<Tag<'static>> = Some(Tag::Int(2));
 
     fn field_name(index: usize) -> &'static str {
         match index {

@@ -126,45 +126,67 @@ fn replay(manifest: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A batch as the Python side hands it over: a msgpack array of
-/// `[key, modality, kind, param, dtype, shape, bytes]` (`kind` is `batched`, `flat` with
-/// the sizes, `shared` with the batch size), then one feature spec per item if asked.
+/// A batch value of `build`'s input: `["t", dtype, shape, bytes]` for a tensor (a view of
+/// the input), `["l", items]` for a list, `["u", items]` for a tuple.
+fn read_nested<'a>(r: &mut Reader<'a>) -> Result<NestedTensors<'a>, String> {
+    let text = |e: DecodeError| e.to_string();
+    r.array().map_err(text)?;
+    match r.str().map_err(text)? {
+        "t" => {
+            let dtype = Dtype::from_name(r.str().map_err(text)?).ok_or("unknown dtype")?;
+            let ndim = r.array().map_err(text)?;
+            let mut shape = Vec::with_capacity(ndim);
+            for _ in 0..ndim {
+                shape.push(r.int().map_err(text)? as u64);
+            }
+            let data = r.bin().map_err(text)?;
+            let tensor = Tensor::new(dtype, &shape, data).map_err(|e| e.to_string())?;
+            Ok(NestedTensors::Tensor(tensor))
+        }
+        kind @ ("l" | "u") => {
+            let n = r.array().map_err(text)?;
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                items.push(read_nested(r)?);
+            }
+            Ok(if kind == "l" {
+                NestedTensors::List(items)
+            } else {
+                NestedTensors::Tuple(items)
+            })
+        }
+        other => Err(format!("unknown batch value kind {other}")),
+    }
+}
+
+/// A batch as the Python side hands it over (`tests/rust/corpus.py`): a msgpack array of
+/// `[key, modality, kind, params, value]` (`kind` is `batched`, `flat` with the items'
+/// sizes, `shared` with the batch size). Items are built as a gateway builds them and
+/// encoded into one buffer.
 fn build(inputs: &[u8]) -> Result<Vec<u8>, String> {
     let mut r = Reader::new(inputs);
     let text = |e: DecodeError| e.to_string();
     let n = r.array().map_err(text)?;
-    let mut raw = Vec::new();
+    let mut batch = IndexMap::new();
+    let mut config = IndexMap::new();
     for _ in 0..n {
         r.array().map_err(text)?;
-        let key = r.str().map_err(text)?;
+        let key = r.str().map_err(text)?.to_string();
         let modality = r.str().map_err(text)?;
         let kind = r.str().map_err(text)?;
         let count = r.array().map_err(text)?;
-        let mut params = Vec::new();
+        let mut params = Vec::with_capacity(count);
         for _ in 0..count {
             params.push(r.int().map_err(text)? as u64);
         }
-        let dtype = Dtype::from_name(r.str().map_err(text)?).ok_or("unknown dtype")?;
-        let ndim = r.array().map_err(text)?;
-        let mut shape = Vec::new();
-        for _ in 0..ndim {
-            shape.push(r.int().map_err(text)? as u64);
-        }
-        let data = r.bin().map_err(text)?;
-        raw.push((key, modality, kind, params, dtype, shape, data));
-    }
-    let mut batch = IndexMap::new();
-    let mut config = IndexMap::new();
-    for (key, modality, kind, params, dtype, shape, data) in &raw {
-        let tensor = Tensor::new(*dtype, shape, data).map_err(|e| e.to_string())?;
-        batch.insert(key.to_string(), NestedTensors::Tensor(tensor));
-        let field = match *kind {
+        let field = match kind {
             "batched" => mm::MultiModalFieldConfig::batched(modality),
-            "flat" => mm::MultiModalFieldConfig::flat_from_sizes(modality, params, 0),
+            "flat" => mm::MultiModalFieldConfig::flat_from_sizes(modality, &params, 0),
             "shared" => mm::MultiModalFieldConfig::shared(modality, params[0]),
             other => return Err(format!("unknown field kind {other}")),
         };
-        config.insert(key.to_string(), field);
+        batch.insert(key.clone(), read_nested(&mut r)?);
+        config.insert(key, field);
     }
     let items =
         mm::MultiModalKwargsItems::from_hf_inputs(&batch, &config).map_err(|e| e.to_string())?;

@@ -1,0 +1,107 @@
+"""The conformance corpus both sides read and write: messages and the batches they came
+from, made from fixed seeds at test time (the design payloads reach 151 MB).
+
+* :func:`samples`: the hostile-input samples (``tests/security/samples.py``): every kind
+  of field, ragged and tuple data, empty and 0-d tensors, runs, inline payloads, None.
+* :func:`payloads`: every design payload (``mmcodec.payloads``), seed 0, with the batch
+  and configs it was built from (recorded through the generators' ``api=`` hook).
+* :func:`golden`: a value of every named type of ``tests/schemas/features.yaml`` (the
+  cases of ``tests/codegen/test_features.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import msgspec
+import torch
+
+from mmcodec.domain import multimodal as domain
+from mmcodec.generated import multimodal as mm
+from mmcodec.payloads import PAYLOADS
+from mmcodec.runtime.codec import codec_of
+from mmcodec.runtime.dtypes import BY_TORCH
+from tests.security.samples import SAMPLES
+
+
+@dataclass
+class Batch:
+    """A processor's batch and its field configs, as a payload generator built them."""
+
+    batch: dict[str, Any]
+    config: dict[str, domain.MultiModalFieldConfig]
+    items: mm.MultiModalKwargsItems
+
+
+def samples() -> Iterator[tuple[str, Any, Any]]:
+    """(name, type, value) of every hostile-input sample."""
+    for name, (tp, make) in SAMPLES.items():
+        yield name, tp, make()
+
+
+def _recording_api() -> tuple[Any, list[Batch]]:
+    seen: list[Batch] = []
+
+    class Items(domain.MultiModalKwargsItems):
+        @classmethod
+        def from_hf_inputs(cls, batch: Any, config: Any) -> Any:
+            items = domain.MultiModalKwargsItems.from_hf_inputs(batch, config)
+            seen.append(Batch(dict(batch), dict(config), items))
+            return items
+
+    api = SimpleNamespace(
+        MultiModalFieldConfig=domain.MultiModalFieldConfig, MultiModalKwargsItems=Items
+    )
+    return api, seen
+
+
+def payloads(names: list[str] | None = None) -> Iterator[tuple[str, Batch]]:
+    """Every design payload (seed 0) with the batch it was built from."""
+    for name, generator in PAYLOADS.items():
+        if names is not None and name not in names:
+            continue
+        api, seen = _recording_api()
+        generator(0, api=api)  # type: ignore[call-arg]
+        (batch,) = seen
+        yield name, batch
+
+
+def golden() -> Iterator[tuple[str, str, Any]]:
+    """(case name, ``schema.Type``, value) for every case of the features schema."""
+    from tests.codegen.test_features import CASES
+    from tests.golden import features
+
+    names = {id(tp): name for name, tp in codec_of(features).named_types.items()}
+    for case, tp, value in CASES:
+        yield case, f"features.{names[id(tp)]}", value
+
+
+def _nested(value: Any) -> Any:
+    """A batch value for ``build`` inputs: tensors as [dtype, shape, bytes], lists nested."""
+    if isinstance(value, torch.Tensor):
+        info = BY_TORCH[value.dtype]
+        raw = value.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        return ["t", info.name, list(value.shape), raw]
+    kind = "l" if type(value) is list else "u"
+    return [kind, [_nested(v) for v in value]]
+
+
+def build_inputs(batch: Batch) -> bytes:
+    """What ``mmcodec-conformance build`` reads: per key its modality, field kind and
+    parameters, and its data (the batch tensors' bytes, each once)."""
+    rows = []
+    for key, value in batch.batch.items():
+        config = batch.config[key]
+        field = config.field
+        if isinstance(field, domain.SharedField):
+            kind, params = "shared", [field.batch_size]
+        elif isinstance(field, domain.FlatField):
+            assert field.dim == 0, "the Rust builder slices along dim 0"
+            kind, params = "flat", [s.stop - s.start for s in field.slices]  # type: ignore[union-attr]
+        else:
+            kind, params = "batched", []
+        rows.append([key, config.modality, kind, params, _nested(value)])
+    return msgspec.msgpack.encode(rows)
