@@ -33,7 +33,7 @@ CARGO_CONFIG = $(if $(CARGO_CONFIG_FILE),--config $(CARGO_CONFIG_FILE))
 export MMCODEC_CARGO_CONFIG := $(CARGO_CONFIG_FILE)
 RUST_PACKAGES := librust-indexmap-dev librust-regex-dev librust-zmq-dev pkg-config
 RUST_SCHEMA_OUT := rust/multimodal/src/generated
-# Cases of the Rust mutation test (cargo test): CI runs this many.
+# Cases of the Rust mutation test (cargo test); CI runs this many.
 MUTATIONS ?= 100000
 
 .PHONY: venv generate check lint typecheck test test-fast demo bench bench-ray fuzz soak soak-ci clean
@@ -55,6 +55,7 @@ generate: venv
 	$(MMCODEC) generate --lang rust --schemas schema --out $(RUST_SCHEMA_OUT)
 	$(MMCODEC) generate --schemas tests/schemas --out tests/golden
 	$(MMCODEC) generate --lang rust --schemas tests/schemas --out tests/golden_rust
+	$(PY) -m tests.rust.corpus
 	$(MMCODEC) json-schema > schema/mmcodec.schema.json
 
 check: venv

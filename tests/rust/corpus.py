@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -105,3 +106,40 @@ def build_inputs(batch: Batch) -> bytes:
             kind, params = "batched", []
         rows.append([key, config.modality, kind, params, _nested(value)])
     return msgspec.msgpack.encode(rows)
+
+
+# -- the committed corpus of the Rust mutation test -----------------------------------------
+
+CORPUS_DIR = Path(__file__).resolve().parents[2] / "rust" / "corpus"
+"""Small messages Python encodes, committed so that ``cargo test`` needs no Python."""
+
+
+def corpus_files() -> dict[str, bytes]:
+    """File name -> content: each message as one buffer, and ``manifest.txt`` (one
+    ``file schema.Type`` a line)."""
+    files: dict[str, bytes] = {}
+    lines = []
+    for name, tp, value in samples():
+        files[f"{name}.mmcb"] = bytes(mm.encode_bytes(value))
+        lines.append(f"{name}.mmcb multimodal.{tp.__name__}")
+    for name, batch in payloads(["64 small items"]):
+        file = name.replace(" ", "-") + ".mmcb"
+        files[file] = bytes(mm.encode_bytes(batch.items))
+        lines.append(f"{file} multimodal.MultiModalKwargsItems")
+    from tests.golden import features
+
+    for case, type_name, value in golden():
+        tp = codec_of(features).named_types[type_name.split(".")[1]]
+        files[f"features-{case}.mmcb"] = bytes(features.encode_bytes(value, type=tp))
+        lines.append(f"features-{case}.mmcb {type_name}")
+    files["manifest.txt"] = ("\n".join(lines) + "\n").encode()
+    return files
+
+
+if __name__ == "__main__":  # python -m tests.rust.corpus: rewrite rust/corpus
+    CORPUS_DIR.mkdir(exist_ok=True)
+    for stale in CORPUS_DIR.iterdir():
+        stale.unlink()
+    for file, content in corpus_files().items():
+        (CORPUS_DIR / file).write_bytes(content)
+    print(f"wrote {len(corpus_files())} files to {CORPUS_DIR}")

@@ -501,9 +501,9 @@ impl<'a, C, T: Decode<'a, C>> Decode<'a, C> for Vec<T> {
     fn read(d: &mut Decoder<'a, '_, C>) -> Result<Self, DecodeError> {
         let n = d.reader.array()?;
         d.check_count(n)?;
-        // Each item takes at least a byte of the header (the reader checked n against
-        // them), but may take more memory than that: grow as items arrive.
-        let mut items = Vec::with_capacity(n.min(1024));
+        // Each item takes at least a byte of the header (the reader checked n against the
+        // bytes left), so this reserves at most size_of::<T>() per header byte.
+        let mut items = Vec::with_capacity(n);
         for index in 0..n {
             items.push(T::read(d).map_err(|e| e.at(Segment::Index(index)))?);
         }
@@ -548,7 +548,7 @@ impl<'a, C, K: MapKey, V: Decode<'a, C>> Decode<'a, C> for IndexMap<K, V> {
     fn read(d: &mut Decoder<'a, '_, C>) -> Result<Self, DecodeError> {
         let n = d.reader.map()?;
         d.check_count(n)?;
-        let mut entries = IndexMap::with_capacity(n.min(1024));
+        let mut entries = IndexMap::with_capacity(n); // two header bytes per entry at least
         for _ in 0..n {
             let key = K::read_key(&mut d.reader)
                 .map_err(|e| DecodeError::new(format!("{} - at `key`", e.message())))?;
@@ -643,7 +643,7 @@ fn read_nested<'a, C>(
         }
         let count = d.reader.array()?;
         d.check_count(count)?;
-        let mut items = Vec::with_capacity(count.min(1024));
+        let mut items = Vec::with_capacity(count);
         for index in 0..count {
             items.push(read_nested(d, depth + 1).map_err(|e| e.at(Segment::Index(index)))?);
         }
