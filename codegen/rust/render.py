@@ -172,9 +172,11 @@ class _Module:
             read_args = [
                 a for a in (default, code("&Self::", bounds_const) if bounds else None) if a
             ]
-            method = ("field_or" if default is not None else "field") + ("_in" if bounds else "")
-            joined = code(*[code(", " if i else "", a) for i, a in enumerate(read_args)])
-            reads.append((name, code(method, "(", joined, ")?")))
+            method = "field" if default is None else "field_or"
+            if constant_default(f):
+                method += "_into"  # the default is a constant: &'static str, &'static [u8]
+            method += "_in" if bounds else ""
+            reads.append((name, code(method), read_args))
             write_args = [code("&self.", name)] + (
                 [code("&Self::", bounds_const)] if bounds else []
             )
@@ -197,7 +199,11 @@ class _Module:
             "field_name_arms": arms,
             "field_name_only": field_names[0] if field_names else string(""),
             "inherent_impl": code("impl", generics, " ", self.self_type(t), " {"),
-            "tag": None if t.tag is None else _tag(t.tag),
+            "tag_const": None
+            if t.tag is None
+            else layout.const_item(
+                4, code("const TAG: Option<Tag<'static>>"), code("Some(", _tag(t.tag), ")")
+            ),
             "required": required,
             "count": len(t.fields),
             "constants": constants,
@@ -227,18 +233,19 @@ class _Module:
             )
             tag = _tag(v.tag)
             read = "fields" if struct_variant else "value"
-            write = "struct_variant" if struct_variant else "value_variant"
             variants.append(
                 {
                     "doc": doc(
                         f"Tag {_tag_text(v.tag)}: `{ir.spell(v.type, _schema_leaf)}`.", indent=4
                     ),
                     "decl": layout.tuple_variant(4, name, ty),
-                    "read": layout.match_arm(
-                        12, tag, code("Ok(Self::", name, "(v.", read, "()?))")
-                    ),
-                    "write": layout.match_arm(
-                        12, code("Self::", name, "(value)"), code("e.", write, "(", tag, ", value)")
+                    "read": layout.match_arm(12, tag, code("Self::", name, "(v.", read, "()?)")),
+                    "write": layout.match_arm_call(
+                        12,
+                        code("Self::", name, "(value)"),
+                        "e",
+                        code("write_struct" if struct_variant else "value_variant"),
+                        [code("value")] if struct_variant else [tag, code("value")],
                     ),
                 }
             )
@@ -330,6 +337,15 @@ def _tuple_struct(ty: RustCode, entries: RustCode) -> RustCode:
     )
 
 
+def constant_default(f: ir.Field) -> bool:
+    """Whether a field's default is a str or bytes constant converted on use."""
+    return (
+        isinstance(f.default, ir.Default)
+        and isinstance(f.default.value, (str, bytes))
+        and not isinstance(f.type, ir.OptionalOf)
+    )
+
+
 def _zero(f: ir.Field) -> bool:
     """Whether a field's default is what Rust's ``Default`` gives its type."""
     if not isinstance(f.default, ir.Default):
@@ -413,6 +429,8 @@ def _default(
         return code("None"), None
     expression, constant = _plain_default(inner, value, const)
     if isinstance(t, ir.OptionalOf):
+        if constant is not None:  # an optional str or bytes default: converted here
+            return code("Some(", expression, ".into())"), constant
         return code("Some(", expression, ")"), constant
     return expression, constant
 
@@ -427,14 +445,14 @@ def _plain_default(
         return _float(float(value)), None
     if isinstance(value, int):
         return _int(value), None
+    # A str or bytes default is a constant (a literal can be long), converted on use.
     if isinstance(value, str):
         head = code("const ", const, ": &'static str")
-        return code("String::from(Self::", const, ")"), layout.const_item(4, head, string(value))
+        return code("Self::", const), layout.const_item(4, head, string(value))
     if isinstance(value, bytes):
         head = code("const ", const, ": &'static [u8]")
-        return code("Cow::Borrowed(Self::", const, ")"), layout.const_item(
-            4, head, byte_string(value)
-        )
+        return code("Self::", const), layout.const_item(4, head, byte_string(value))
+
     if isinstance(value, dict):
         return code("IndexMap::new()"), None
     if isinstance(value, (list, tuple)):

@@ -229,12 +229,12 @@ impl<'a, C: Tabled<'a>> Union<'a, C> for Shape<'a> {
     const STR_TAGS: bool = false;
 
     fn read_variant(tag: Tag<'a>, v: &mut Variant<'_, 'a, '_, C>) -> Result<Self, DecodeError> {
-        match tag {
-            Tag::Int(0) => Ok(Self::Point(v.fields()?)),
-            Tag::Int(1) => Ok(Self::Circle(v.fields()?)),
-            Tag::Int(2) => Ok(Self::Polygon(v.fields()?)),
-            _ => Err(v.unknown(tag)),
-        }
+        Ok(match tag {
+            Tag::Int(0) => Self::Point(v.fields()?),
+            Tag::Int(1) => Self::Circle(v.fields()?),
+            Tag::Int(2) => Self::Polygon(v.fields()?),
+            _ => return Err(v.unknown(tag)),
+        })
     }
 }
 
@@ -249,9 +249,9 @@ impl<'a, C: Tabled<'a>> Decode<'a, C> for Shape<'a> {
 impl<'a> Encode<'a> for Shape<'a> {
     fn write(&self, e: &mut Encoder<'a>) -> Result<(), EncodeError> {
         match self {
-            Self::Point(value) => e.struct_variant(Tag::Int(0), value),
-            Self::Circle(value) => e.struct_variant(Tag::Int(1), value),
-            Self::Polygon(value) => e.struct_variant(Tag::Int(2), value),
+            Self::Point(value) => e.write_struct(value),
+            Self::Circle(value) => e.write_struct(value),
+            Self::Polygon(value) => e.write_struct(value),
         }
     }
 }

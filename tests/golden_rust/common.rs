@@ -156,11 +156,11 @@ impl<'a, C: Tabled<'a>> Union<'a, C> for Shape {
     const STR_TAGS: bool = true;
 
     fn read_variant(tag: Tag<'a>, v: &mut Variant<'_, 'a, '_, C>) -> Result<Self, DecodeError> {
-        match tag {
-            Tag::Str("circle") => Ok(Self::Circle(v.fields()?)),
-            Tag::Str("polygon") => Ok(Self::ListPoint(v.value()?)),
-            _ => Err(v.unknown(tag)),
-        }
+        Ok(match tag {
+            Tag::Str("circle") => Self::Circle(v.fields()?),
+            Tag::Str("polygon") => Self::ListPoint(v.value()?),
+            _ => return Err(v.unknown(tag)),
+        })
     }
 }
 
@@ -175,7 +175,7 @@ impl<'a, C: Tabled<'a>> Decode<'a, C> for Shape {
 impl<'a> Encode<'a> for Shape {
     fn write(&self, e: &mut Encoder<'a>) -> Result<(), EncodeError> {
         match self {
-            Self::Circle(value) => e.struct_variant(Tag::Str("circle"), value),
+            Self::Circle(value) => e.write_struct(value),
             Self::ListPoint(value) => e.value_variant(Tag::Str("polygon"), value),
         }
     }

@@ -246,8 +246,8 @@ impl<'a, C: Tabled<'a>> Struct<'a, C> for Defaults<'a> {
             whole_ratio: s.field_or(2.0)?,
             ceiling: s.field_or(f64::INFINITY)?,
             enabled: s.field_or(true)?,
-            name: s.field_or(String::from(Self::NAME_DEFAULT))?,
-            blob: s.field_or(Cow::Borrowed(Self::BLOB_DEFAULT))?,
+            name: s.field_or_into(Self::NAME_DEFAULT)?,
+            blob: s.field_or_into(Self::BLOB_DEFAULT)?,
             maybe: s.field_or(None)?,
             items: s.field_or(Vec::new())?,
             table: s.field_or(IndexMap::new())?,
@@ -805,18 +805,18 @@ impl<'a, C: Tabled<'a>> Union<'a, C> for Value<'a> {
     const STR_TAGS: bool = false;
 
     fn read_variant(tag: Tag<'a>, v: &mut Variant<'_, 'a, '_, C>) -> Result<Self, DecodeError> {
-        match tag {
-            Tag::Int(0) => Ok(Self::Sample(v.fields()?)),
-            Tag::Int(1) => Ok(Self::Int(v.value()?)),
-            Tag::Int(2) => Ok(Self::Str(v.value()?)),
-            Tag::Int(3) => Ok(Self::Tensor(v.value()?)),
-            Tag::Int(4) => Ok(Self::ListFloat(v.value()?)),
-            Tag::Int(5) => Ok(Self::TupleIntIntEnd(v.value()?)),
-            Tag::Int(6) => Ok(Self::DictStrInt(v.value()?)),
-            Tag::Int(7) => Ok(Self::Empty(v.fields()?)),
-            Tag::Int(8) => Ok(Self::Bytes(v.value()?)),
-            _ => Err(v.unknown(tag)),
-        }
+        Ok(match tag {
+            Tag::Int(0) => Self::Sample(v.fields()?),
+            Tag::Int(1) => Self::Int(v.value()?),
+            Tag::Int(2) => Self::Str(v.value()?),
+            Tag::Int(3) => Self::Tensor(v.value()?),
+            Tag::Int(4) => Self::ListFloat(v.value()?),
+            Tag::Int(5) => Self::TupleIntIntEnd(v.value()?),
+            Tag::Int(6) => Self::DictStrInt(v.value()?),
+            Tag::Int(7) => Self::Empty(v.fields()?),
+            Tag::Int(8) => Self::Bytes(v.value()?),
+            _ => return Err(v.unknown(tag)),
+        })
     }
 }
 
@@ -831,14 +831,14 @@ impl<'a, C: Tabled<'a>> Decode<'a, C> for Value<'a> {
 impl<'a> Encode<'a> for Value<'a> {
     fn write(&self, e: &mut Encoder<'a>) -> Result<(), EncodeError> {
         match self {
-            Self::Sample(value) => e.struct_variant(Tag::Int(0), value),
+            Self::Sample(value) => e.write_struct(value),
             Self::Int(value) => e.value_variant(Tag::Int(1), value),
             Self::Str(value) => e.value_variant(Tag::Int(2), value),
             Self::Tensor(value) => e.value_variant(Tag::Int(3), value),
             Self::ListFloat(value) => e.value_variant(Tag::Int(4), value),
             Self::TupleIntIntEnd(value) => e.value_variant(Tag::Int(5), value),
             Self::DictStrInt(value) => e.value_variant(Tag::Int(6), value),
-            Self::Empty(value) => e.struct_variant(Tag::Int(7), value),
+            Self::Empty(value) => e.write_struct(value),
             Self::Bytes(value) => e.value_variant(Tag::Int(8), value),
         }
     }
@@ -876,11 +876,11 @@ impl<'a, C: Tabled<'a>> Union<'a, C> for Reading {
     const STR_TAGS: bool = false;
 
     fn read_variant(tag: Tag<'a>, v: &mut Variant<'_, 'a, '_, C>) -> Result<Self, DecodeError> {
-        match tag {
-            Tag::Int(0) => Ok(Self::Sample(v.fields()?)),
-            Tag::Int(1) => Ok(Self::Float(v.value()?)),
-            _ => Err(v.unknown(tag)),
-        }
+        Ok(match tag {
+            Tag::Int(0) => Self::Sample(v.fields()?),
+            Tag::Int(1) => Self::Float(v.value()?),
+            _ => return Err(v.unknown(tag)),
+        })
     }
 }
 
@@ -895,7 +895,7 @@ impl<'a, C: Tabled<'a>> Decode<'a, C> for Reading {
 impl<'a> Encode<'a> for Reading {
     fn write(&self, e: &mut Encoder<'a>) -> Result<(), EncodeError> {
         match self {
-            Self::Sample(value) => e.struct_variant(Tag::Int(0), value),
+            Self::Sample(value) => e.write_struct(value),
             Self::Float(value) => e.value_variant(Tag::Int(1), value),
         }
     }
@@ -933,13 +933,13 @@ impl<'a, C: Tabled<'a>> Union<'a, C> for Event {
     const STR_TAGS: bool = true;
 
     fn read_variant(tag: Tag<'a>, v: &mut Variant<'_, 'a, '_, C>) -> Result<Self, DecodeError> {
-        match tag {
-            Tag::Str("click") => Ok(Self::Click(v.fields()?)),
-            Tag::Str("key") => Ok(Self::Key(v.fields()?)),
-            Tag::Str("tick") => Ok(Self::Bool(v.value()?)),
-            Tag::Str("slice-of") => Ok(Self::Slice(v.value()?)),
-            _ => Err(v.unknown(tag)),
-        }
+        Ok(match tag {
+            Tag::Str("click") => Self::Click(v.fields()?),
+            Tag::Str("key") => Self::Key(v.fields()?),
+            Tag::Str("tick") => Self::Bool(v.value()?),
+            Tag::Str("slice-of") => Self::Slice(v.value()?),
+            _ => return Err(v.unknown(tag)),
+        })
     }
 }
 
@@ -954,8 +954,8 @@ impl<'a, C: Tabled<'a>> Decode<'a, C> for Event {
 impl<'a> Encode<'a> for Event {
     fn write(&self, e: &mut Encoder<'a>) -> Result<(), EncodeError> {
         match self {
-            Self::Click(value) => e.struct_variant(Tag::Str("click"), value),
-            Self::Key(value) => e.struct_variant(Tag::Str("key"), value),
+            Self::Click(value) => e.write_struct(value),
+            Self::Key(value) => e.write_struct(value),
             Self::Bool(value) => e.value_variant(Tag::Str("tick"), value),
             Self::Slice(value) => e.value_variant(Tag::Str("slice-of"), value),
         }
@@ -1247,12 +1247,12 @@ impl<'a, C: Tabled<'a>> Union<'a, C> for Expr {
     const STR_TAGS: bool = false;
 
     fn read_variant(tag: Tag<'a>, v: &mut Variant<'_, 'a, '_, C>) -> Result<Self, DecodeError> {
-        match tag {
-            Tag::Int(0) => Ok(Self::Lit(v.fields()?)),
-            Tag::Int(1) => Ok(Self::Add(v.fields()?)),
-            Tag::Int(2) => Ok(Self::Neg(v.fields()?)),
-            _ => Err(v.unknown(tag)),
-        }
+        Ok(match tag {
+            Tag::Int(0) => Self::Lit(v.fields()?),
+            Tag::Int(1) => Self::Add(v.fields()?),
+            Tag::Int(2) => Self::Neg(v.fields()?),
+            _ => return Err(v.unknown(tag)),
+        })
     }
 }
 
@@ -1267,9 +1267,9 @@ impl<'a, C: Tabled<'a>> Decode<'a, C> for Expr {
 impl<'a> Encode<'a> for Expr {
     fn write(&self, e: &mut Encoder<'a>) -> Result<(), EncodeError> {
         match self {
-            Self::Lit(value) => e.struct_variant(Tag::Int(0), value),
-            Self::Add(value) => e.struct_variant(Tag::Int(1), value),
-            Self::Neg(value) => e.struct_variant(Tag::Int(2), value),
+            Self::Lit(value) => e.write_struct(value),
+            Self::Add(value) => e.write_struct(value),
+            Self::Neg(value) => e.write_struct(value),
         }
     }
 }

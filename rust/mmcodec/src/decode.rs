@@ -319,6 +319,33 @@ impl<'r, 'a, 'm, C> Fields<'r, 'a, 'm, C> {
         self.present()
     }
 
+    /// A field with a default the schema writes as a constant of another type (a `str`
+    /// default is a `&'static str` for a `String` field).
+    pub fn field_or_into<T: Decode<'a, C>, D: Into<T>>(
+        &mut self,
+        default: D,
+    ) -> Result<T, DecodeError> {
+        if self.left == 0 {
+            self.index += 1;
+            return Ok(default.into());
+        }
+        self.present()
+    }
+
+    /// [`Fields::field_or_into`] with the field's constraints.
+    pub fn field_or_into_in<T: Decode<'a, C> + Checked, D: Into<T>>(
+        &mut self,
+        default: D,
+        bounds: &Bounds,
+    ) -> Result<T, DecodeError> {
+        if self.left == 0 {
+            self.index += 1;
+            return Ok(default.into());
+        }
+        let segment = self.segment();
+        checked(self.present()?, bounds, segment)
+    }
+
     /// A field without a default, and its constraints.
     pub fn field_in<T: Decode<'a, C> + Checked>(
         &mut self,

@@ -158,12 +158,12 @@ impl<'a, C: Tabled<'a>> Union<'a, C> for FlatSlice {
     const STR_TAGS: bool = false;
 
     fn read_variant(tag: Tag<'a>, v: &mut Variant<'_, 'a, '_, C>) -> Result<Self, DecodeError> {
-        match tag {
-            Tag::Int(0) => Ok(Self::Slice(v.value()?)),
-            Tag::Int(1) => Ok(Self::TupleSliceEtc(v.value()?)),
-            Tag::Int(2) => Ok(Self::ListSlice(v.value()?)),
-            _ => Err(v.unknown(tag)),
-        }
+        Ok(match tag {
+            Tag::Int(0) => Self::Slice(v.value()?),
+            Tag::Int(1) => Self::TupleSliceEtc(v.value()?),
+            Tag::Int(2) => Self::ListSlice(v.value()?),
+            _ => return Err(v.unknown(tag)),
+        })
     }
 }
 
@@ -322,12 +322,12 @@ impl<'a, C: Tabled<'a>> Union<'a, C> for BaseMultiModalField {
     const STR_TAGS: bool = false;
 
     fn read_variant(tag: Tag<'a>, v: &mut Variant<'_, 'a, '_, C>) -> Result<Self, DecodeError> {
-        match tag {
-            Tag::Int(0) => Ok(Self::BatchedField(v.fields()?)),
-            Tag::Int(1) => Ok(Self::FlatField(v.fields()?)),
-            Tag::Int(2) => Ok(Self::SharedField(v.fields()?)),
-            _ => Err(v.unknown(tag)),
-        }
+        Ok(match tag {
+            Tag::Int(0) => Self::BatchedField(v.fields()?),
+            Tag::Int(1) => Self::FlatField(v.fields()?),
+            Tag::Int(2) => Self::SharedField(v.fields()?),
+            _ => return Err(v.unknown(tag)),
+        })
     }
 }
 
@@ -342,9 +342,9 @@ impl<'a, C: Tabled<'a>> Decode<'a, C> for BaseMultiModalField {
 impl<'a> Encode<'a> for BaseMultiModalField {
     fn write(&self, e: &mut Encoder<'a>) -> Result<(), EncodeError> {
         match self {
-            Self::BatchedField(value) => e.struct_variant(Tag::Int(0), value),
-            Self::FlatField(value) => e.struct_variant(Tag::Int(1), value),
-            Self::SharedField(value) => e.struct_variant(Tag::Int(2), value),
+            Self::BatchedField(value) => e.write_struct(value),
+            Self::FlatField(value) => e.write_struct(value),
+            Self::SharedField(value) => e.write_struct(value),
         }
     }
 }
