@@ -27,6 +27,7 @@ from mmcodec.codegen.rust.names import bare, unique, variant_names
 from mmcodec.codegen.rust.source import (
     RustCode,
     UnsafeText,
+    allow,
     byte_string,
     code,
     comment,
@@ -107,6 +108,7 @@ class _Module:
     def type_view(self, t: ir.TypeDef) -> dict[str, Any]:
         ty = self.self_type(t)
         view: dict[str, Any] = {
+            "allow": None,
             "doc": doc(t.doc) if t.doc else None,
             "name": self.name(t),
             "type": ty,
@@ -187,6 +189,7 @@ class _Module:
             )
         required = sum(1 for f in t.fields if isinstance(f.default, ir.NoDefault))
         field_names = [string(f.name) for f in t.fields]
+        allow = lint_allowances([self.name(t)], list(names.values()))
         arms = [
             layout.match_arm(12, code(str(i) if i < len(t.fields) - 1 else "_"), name)
             for i, name in enumerate(field_names)
@@ -194,6 +197,7 @@ class _Module:
         generics = "<'a>" if self.schemas.lifetime(owner) else ""
         return {
             "kind": "struct",
+            "allow": allow,
             "fields": fields,
             "field_names": field_names,
             "field_name_arms": arms,
@@ -251,6 +255,7 @@ class _Module:
             )
         return {
             "kind": "union",
+            "allow": lint_allowances([self.name(t), *names], []),
             "variants": variants,
             "str_tags": "true" if str_tags else "false",
             "ref_form": "StrTag" if str_tags else "IntTag",
@@ -261,6 +266,7 @@ class _Module:
         entries = self.schemas.rust_type(ir.DictOf(t.key, t.value), self.home, owner)
         return {
             "kind": "mapping",
+            "allow": lint_allowances([self.name(t)], []),
             "decl": _tuple_struct(self.self_type(t), entries),
             "target": layout.const_item(4, code("type Target"), entries),
         }
@@ -337,6 +343,36 @@ def _tuple_struct(ty: RustCode, entries: RustCode) -> RustCode:
     )
 
 
+def camel_case(name: RustCode) -> bool:
+    """Whether rustc's ``non_camel_case_types`` lint takes ``name`` for UpperCamelCase."""
+    text = bare(name).strip("_")
+    if not text:
+        return True
+    cased = [c.isalpha() for c in text]
+    beside_underscore = any(
+        (cased[i] and text[i + 1] == "_") or (text[i] == "_" and cased[i + 1])
+        for i in range(len(text) - 1)
+    )
+    return not text[0].islower() and "__" not in text and not beside_underscore
+
+
+def snake_case(name: RustCode) -> bool:
+    """Whether rustc's ``non_snake_case`` lint takes ``name`` for snake_case."""
+    text = bare(name).strip("_")
+    return not any(c.isupper() for c in text) and "__" not in text
+
+
+def lint_allowances(names: list[RustCode], fields: list[RustCode]) -> RustCode | None:
+    """The ``#[allow(...)]`` an item needs for names the schema gave it that break Rust's
+    naming conventions (they are kept: they are the schema's names)."""
+    lints = []
+    if not all(camel_case(n) for n in names):
+        lints.append("non_camel_case_types")
+    if not all(snake_case(f) for f in fields):
+        lints.append("non_snake_case")
+    return allow(lints) if lints else None
+
+
 def constant_default(f: ir.Field) -> bool:
     """Whether a field's default is a str or bytes constant converted on use."""
     return (
@@ -395,7 +431,7 @@ def _bounds(f: ir.Field, as_u64: bool) -> list[tuple[str, RustCode]]:
 
 
 def _bounds_const(name: RustCode, bounds: list[tuple[str, RustCode]]) -> RustCode:
-    rows = [code("    const ", name, ": Bounds = Bounds {")]
+    rows = [code("    pub const ", name, ": Bounds = Bounds {")]
     rows += [code("        ", n, ": ", v, ",") for n, v in bounds]
     rows += [code("        ..Bounds::NONE"), code("    };")]
     return RustCode("\n".join(rows))
@@ -447,10 +483,10 @@ def _plain_default(
         return _int(value), None
     # A str or bytes default is a constant (a literal can be long), converted on use.
     if isinstance(value, str):
-        head = code("const ", const, ": &'static str")
+        head = code("pub const ", const, ": &'static str")
         return code("Self::", const), layout.const_item(4, head, string(value))
     if isinstance(value, bytes):
-        head = code("const ", const, ": &'static [u8]")
+        head = code("pub const ", const, ": &'static [u8]")
         return code("Self::", const), layout.const_item(4, head, byte_string(value))
 
     if isinstance(value, dict):

@@ -30,6 +30,7 @@ from mmcodec.codegen.pysource import UnsafeText, is_fragment
 __all__ = [
     "RustCode",
     "UnsafeText",
+    "allow",
     "byte_string",
     "code",
     "comment",
@@ -135,6 +136,17 @@ def finalize(value: object) -> object:
     if type(value) is str and is_fragment(value):
         return value  # no <, >, & or quotes: autoescaping leaves it as it is
     raise UnsafeText(f"refusing to paste {value!r} into generated Rust")
+
+
+_LINT = re.compile(r"[a-z_]+")
+
+
+def allow(lints: Iterable[str]) -> RustCode:
+    """``#[allow(lint, ...)]`` for rustc lints named by the renderer (not by schemas)."""
+    names = list(lints)
+    if not names or not all(_LINT.fullmatch(n) for n in names):
+        raise UnsafeText(f"{names!r} are not lint names")
+    return RustCode(f"#[allow({', '.join(names)})]")
 
 
 def ident(name: str) -> RustCode:

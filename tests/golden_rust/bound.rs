@@ -117,7 +117,7 @@ impl<'a> Message<'a> for Point {
 }
 
 impl Circle {
-    const RADIUS_BOUNDS: Bounds = Bounds {
+    pub const RADIUS_BOUNDS: Bounds = Bounds {
         ge: Some(Num::Int(0)),
         ..Bounds::NONE
     };

@@ -210,7 +210,7 @@ impl<'a> Message<'a> for Shape {
 }
 
 impl Circle {
-    const RADIUS_BOUNDS: Bounds = Bounds {
+    pub const RADIUS_BOUNDS: Bounds = Bounds {
         ge: Some(Num::Float(0.0)),
         ..Bounds::NONE
     };

@@ -209,9 +209,9 @@ pub struct Drawing {
 // -- the wire: how each type is read and written ------------------------------------
 
 impl<'a> Defaults<'a> {
-    const NAME_DEFAULT: &'static str = "it's \"quoted\"";
+    pub const NAME_DEFAULT: &'static str = "it's \"quoted\"";
 
-    const BLOB_DEFAULT: &'static [u8] = b"hi";
+    pub const BLOB_DEFAULT: &'static [u8] = b"hi";
 }
 
 impl StructFields for Defaults<'_> {
@@ -319,45 +319,45 @@ impl<'a> Message<'a> for Defaults<'a> {
 }
 
 impl<'a> Constrained<'a> {
-    const AGE_BOUNDS: Bounds = Bounds {
+    pub const AGE_BOUNDS: Bounds = Bounds {
         lt: Some(Num::Int(150)),
         ..Bounds::NONE
     };
 
-    const SCORE_BOUNDS: Bounds = Bounds {
+    pub const SCORE_BOUNDS: Bounds = Bounds {
         gt: Some(Num::Float(0.0)),
         le: Some(Num::Float(1.0)),
         ..Bounds::NONE
     };
 
-    const CODE_BOUNDS: Bounds = Bounds {
+    pub const CODE_BOUNDS: Bounds = Bounds {
         min_length: Some(2),
         max_length: Some(8),
         pattern: Some("^[A-Z]+$"),
         ..Bounds::NONE
     };
 
-    const PAYLOAD_BOUNDS: Bounds = Bounds {
+    pub const PAYLOAD_BOUNDS: Bounds = Bounds {
         max_length: Some(16),
         ..Bounds::NONE
     };
 
-    const TAGS_BOUNDS: Bounds = Bounds {
+    pub const TAGS_BOUNDS: Bounds = Bounds {
         min_length: Some(1),
         ..Bounds::NONE
     };
 
-    const DIMS_BOUNDS: Bounds = Bounds {
+    pub const DIMS_BOUNDS: Bounds = Bounds {
         max_length: Some(4),
         ..Bounds::NONE
     };
 
-    const WEIGHTS_BOUNDS: Bounds = Bounds {
+    pub const WEIGHTS_BOUNDS: Bounds = Bounds {
         max_length: Some(3),
         ..Bounds::NONE
     };
 
-    const LIMIT_BOUNDS: Bounds = Bounds {
+    pub const LIMIT_BOUNDS: Bounds = Bounds {
         ge: Some(Num::Int(1)),
         ..Bounds::NONE
     };
@@ -991,7 +991,7 @@ impl<'a> Message<'a> for Event {
 }
 
 impl Click {
-    const BUTTON_BOUNDS: Bounds = Bounds {
+    pub const BUTTON_BOUNDS: Bounds = Bounds {
         le: Some(Num::Int(2)),
         ..Bounds::NONE
     };
