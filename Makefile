@@ -96,12 +96,17 @@ rust-test: rust-deps
 test-fast: venv
 	$(PY) -m pytest -q -x -m "not slow"
 
-demo: venv generate
+demo: venv generate rust-deps
 	$(PY) -m mmcodec.demo
 	$(PY) -m mmcodec.demo --shm
 	$(PY) -m mmcodec.demo --shm --readers 4
+	# A Rust gateway preprocesses 16 images (151 MB of bf16 patches) and sends the request
+	# over ZMQ; Python decodes it and verifies every value and byte.
+	cd rust && $(CARGO) build --release $(CARGO_CONFIG) -p mmcodec-gateway-example
+	$(PY) -m mmcodec.demo.rust_gateway --binary rust/target/release/mmcodec-gateway --images 16
 
-bench: venv
+bench: venv rust-deps
+	cd rust && $(CARGO) build --release $(CARGO_CONFIG) -p mmcodec-tools
 	$(BENCH_ENV) $(PY) -m bench
 	$(BENCH_ENV) $(PY) -m bench.fanout
 

@@ -1,7 +1,8 @@
 """``python -m bench`` (``make bench``): every method side by side, tables, targets, a plot.
 
 Runs, in one process run: memcpy bandwidth; in-process round trips, encode and decode of
-every payload with mmcodec and every baseline; the inline-threshold sweep; cross-process
+every payload with mmcodec and every baseline; the inline-threshold sweep; decode and
+encode of every payload by the Rust runtime beside Python's (``bench/rust.py``); cross-process
 send -> decoded and throughput over ZMQ ``ipc://`` with a receiver process, for every
 method and for "mmcodec shm" (large frames through a shared-memory pool). Prints the
 tables and the targets' PASS/FAIL lines (the exit status does not depend on them) and
@@ -38,6 +39,7 @@ from bench.inprocess import (
     run_inprocess,
 )
 from bench.runner import METHODS, Budget, Mmcodec
+from bench.rust import run_rust
 from mmcodec.domain.multimodal import MultiModalKwargsItems
 from mmcodec.payloads import PAYLOADS, iter_tensors, tensor_bytes
 
@@ -122,6 +124,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true", help="tiny repetitions (a smoke run)")
     parser.add_argument("--no-cross", action="store_true", help="skip cross-process runs")
     parser.add_argument("--no-sweep", action="store_true", help="skip the inline sweep")
+    parser.add_argument(
+        "--no-rust", action="store_true", help="skip the Rust runtime's rows (needs cargo)"
+    )
     parser.add_argument("--no-plot", action="store_true", help="write no PNG")
     parser.add_argument(
         "--out", type=Path, default=RESULTS, help="where latest.md and bench.png go"
@@ -178,6 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if not args.no_sweep:
         results.sweep = run_inline_sweep(sweep_payloads, SWEEP_THRESHOLDS, budget, progress)
+
+    if not args.no_rust:
+        real = {name: items for name, items in payloads.items() if name in PAYLOADS}
+        results.rust = run_rust(real, budget, progress)
 
     if not args.no_cross:
         _cross(args, payloads, sweep_payloads, cross_budget, results)

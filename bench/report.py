@@ -15,6 +15,7 @@ from typing import Any, Final
 from bench.crossprocess import MMCODEC_SHM, CrossResult
 from bench.inprocess import InProcessResult, Skipped, SweepResult
 from bench.runner import MMCODEC, Stats
+from bench.rust import RustRow
 
 __all__ = [
     "PayloadInfo",
@@ -59,6 +60,8 @@ class Results:
     """Size of the sender's shared-memory pool for "mmcodec shm" (0: not run)."""
     sweep: list[SweepResult] = field(default_factory=list)
     sweep_cross: list[CrossResult] = field(default_factory=list)
+    rust: list[RustRow] = field(default_factory=list)
+    """Decode and encode of each payload in Rust and in Python (bench/rust.py)."""
     seconds: float = 0.0
 
     def find(self, payload: str, method: str) -> InProcessResult | None:
@@ -479,8 +482,34 @@ def _throughput_target(results: Results) -> Target:
 # -- whole reports ----------------------------------------------------------------------------
 
 
+def rust_table(results: Results) -> Table:
+    """Each payload's message decoded and encoded by both runtimes, in the same run."""
+    rows = []
+    for row in results.rust:
+        cells = [row.payload]
+        for op in ("decode", "encode", "encode_bytes"):
+            python, rust = row.python[op], row.rust[op]
+            cells += [fmt_stats(python), fmt_stats(rust), _ratio(python, rust)]
+        cells.append(fmt_bytes(row.rust_copied))
+        rows.append(cells)
+    headers = ["payload"]
+    for op in ("decode", "encode", "encode_bytes"):
+        headers += [f"{op} Python", f"{op} Rust", "x"]
+    headers.append("bytes Rust copied")
+    notes = [
+        "The same message on both sides: Python encodes the payload into one buffer; Rust "
+        "(rust/tools, mmcodec-bench, release build) and Python decode its frames, and encode "
+        "the value again to frames and to one buffer. x is Python's median ÷ Rust's. Rust's "
+        "decoded tensors are slices of the input: the last column counts tensor bytes outside "
+        "it."
+    ]
+    return Table("Rust and Python runtimes, same message", headers, rows, notes)
+
+
 def _tables(results: Results) -> list[Table]:
     tables = [summary_table(results), *inprocess_tables(results), size_table(results)]
+    if results.rust:
+        tables.append(rust_table(results))
     if results.cross:
         tables.append(cross_table(results))
     if results.sweep:

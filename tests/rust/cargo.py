@@ -23,16 +23,22 @@ def cargo_config() -> list[str]:
 
 
 @functools.cache
-def tool(name: str = "mmcodec-conformance") -> Path:
-    """A binary of ``rust/tools``, built (release) on first use in this process."""
+def tool(name: str = "mmcodec-conformance", package: str = "mmcodec-tools") -> Path:
+    """A binary of the workspace (``rust/tools`` by default), built (release) on first
+    use in this process."""
     subprocess.run(
-        ["cargo", "build", "--release", "--quiet", *cargo_config(), "-p", "mmcodec-tools"],
+        ["cargo", "build", "--release", "--quiet", *cargo_config(), "-p", package],
         cwd=RUST,
         check=True,
     )
     path = RUST / "target" / "release" / name
     assert path.is_file(), path
     return path
+
+
+def gateway() -> Path:
+    """The gateway example's binary (``rust/gateway``)."""
+    return tool("mmcodec-gateway", "mmcodec-gateway-example")
 
 
 def run(*args: str | Path, timeout: float = 600) -> str:

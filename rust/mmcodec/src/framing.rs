@@ -134,42 +134,42 @@ fn layout<'f>(frames: impl ExactSizeIterator<Item = &'f [u8]>) -> (Vec<usize>, u
 
 /// The frames copied into one buffer with a frame table and 64-byte aligned payloads.
 pub fn join(frames: &[&[u8]]) -> Vec<u8> {
-    let (offsets, size) = layout(frames.iter().copied());
-    let mut out = vec![0u8; size];
-    write_table(&mut out, frames, &offsets);
-    for (frame, &offset) in frames.iter().zip(&offsets) {
-        out[offset..offset + frame.len()].copy_from_slice(frame);
-    }
+    let mut out = Vec::with_capacity(joined_len(frames));
+    emit(frames, |bytes| {
+        out.extend_from_slice(bytes);
+        Ok(())
+    })
+    .unwrap_or(()); // extending a Vec cannot fail
     out
-}
-
-fn write_table(out: &mut [u8], frames: &[&[u8]], offsets: &[usize]) {
-    out[..4].copy_from_slice(MAGIC);
-    out[4..8].copy_from_slice(&LAYOUT_VERSION.to_le_bytes());
-    out[8..16].copy_from_slice(&(frames.len() as u64).to_le_bytes());
-    for (index, (frame, &offset)) in frames.iter().zip(offsets).enumerate() {
-        let at = PREFIX + ENTRY * index;
-        out[at..at + 8].copy_from_slice(&(offset as u64).to_le_bytes());
-        out[at + 8..at + 16].copy_from_slice(&(frame.len() as u64).to_le_bytes());
-    }
 }
 
 /// The single buffer's bytes written to `out` in order, without building the buffer:
 /// a file or socket receives exactly what [`join`] returns.
 pub fn write_joined<W: Write>(frames: &[&[u8]], out: &mut W) -> io::Result<()> {
+    emit(frames, |bytes| out.write_all(bytes))
+}
+
+/// Hand the single buffer's bytes to `put`, piece by piece: the table, then each frame
+/// after the padding that aligns it. Every byte is written once.
+fn emit(frames: &[&[u8]], mut put: impl FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
     let (offsets, size) = layout(frames.iter().copied());
-    let head_len = offsets.first().copied().unwrap_or(size);
-    let mut head = vec![0u8; head_len];
-    write_table(&mut head, frames, &offsets);
-    out.write_all(&head)?;
-    let padding = [0u8; ALIGNMENT];
-    let mut position = head_len;
+    let mut table = Vec::with_capacity(PREFIX + ENTRY * frames.len());
+    table.extend_from_slice(MAGIC);
+    table.extend_from_slice(&LAYOUT_VERSION.to_le_bytes());
+    table.extend_from_slice(&(frames.len() as u64).to_le_bytes());
     for (frame, &offset) in frames.iter().zip(&offsets) {
-        out.write_all(&padding[..offset - position])?;
-        out.write_all(frame)?;
+        table.extend_from_slice(&(offset as u64).to_le_bytes());
+        table.extend_from_slice(&(frame.len() as u64).to_le_bytes());
+    }
+    put(&table)?;
+    let padding = [0u8; ALIGNMENT];
+    let mut position = table.len();
+    for (frame, &offset) in frames.iter().zip(&offsets) {
+        put(&padding[..offset - position])?;
+        put(frame)?;
         position = offset + frame.len();
     }
-    out.write_all(&padding[..size - position])
+    put(&padding[..size - position])
 }
 
 /// The length [`join`] would return.
