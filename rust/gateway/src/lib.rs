@@ -196,6 +196,41 @@ mod tests {
         assert_eq!(bf16(-2.0), 0xc000);
     }
 
+    /// The 16-image request (151 MB of patches) as one buffer, decoded: every tensor is a
+    /// slice of the buffer, at the offset of its payload frame (checked by address).
+    #[test]
+    fn decoding_the_151_mb_request_copies_no_tensor_byte() {
+        let batch = Batch::preprocess(16, 0);
+        assert_eq!(batch.pixel_values.len(), 64_320 * PATCH_DIM * 2); // 151,272,640 bytes
+        let request = batch.request().unwrap();
+        let mut items = MultiModalKwargsItems::default();
+        items.insert(
+            "image".to_string(),
+            request.into_iter().map(|spec| spec.data).collect(),
+        );
+        let buffer = mmcodec::encode_bytes(&items).unwrap();
+        let frames = mmcodec::framing::split(&buffer, &mmcodec::Limits::DEFAULT).unwrap();
+        let decoded: MultiModalKwargsItems = mmcodec::decode_bytes(&buffer).unwrap();
+        let (start, end) = (
+            buffer.as_ptr() as usize,
+            buffer.as_ptr() as usize + buffer.len(),
+        );
+        let pixel_frame = frames[1].as_ptr() as usize;
+        let mut expected_offset = 0;
+        for item in decoded["image"].iter().flatten() {
+            let Some(NestedTensors::Tensor(pixels)) = &item["pixel_values"].data else {
+                panic!("pixel values are a tensor")
+            };
+            let address = pixels.data().as_ptr() as usize;
+            assert!(start <= address && address + pixels.nbytes() <= end);
+            // Back to back in the one pixel frame, as the batch laid them out.
+            assert_eq!(address, pixel_frame + expected_offset);
+            expected_offset += pixels.nbytes();
+        }
+        assert_eq!(expected_offset, batch.pixel_values.len());
+        assert_eq!(decoded, items);
+    }
+
     #[test]
     fn the_request_views_the_batch_and_encodes_without_copying_it() {
         let batch = Batch::preprocess(2, 0);

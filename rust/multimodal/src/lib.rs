@@ -34,3 +34,8 @@ pub mod generated;
 
 pub use config::{BuildError, MultiModalFieldConfig};
 pub use generated::multimodal::*;
+
+/// The guide, `docs/rust.md`: its Rust examples run as this crate's doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/rust.md")]
+pub struct Guide;
