@@ -128,12 +128,17 @@ class _Module:
             view["table"] = code("t", self.table_of[t.name])
             key = string(f"{self.home}.{t.name}")
             view["key_const"] = layout.const_item(4, code("const KEY: &'static str"), key)
+        # One view per kind of type definition. Enums of the schema language (an EnumDef
+        # in the IR, to come) get theirs here: a Rust enum of unit variants, read and
+        # written as their wire values, not shared (types.is_shared), borrowing nothing.
         if isinstance(t, ir.StructDef):
             view.update(self.struct_view(t))
         elif isinstance(t, ir.UnionDef):
             view.update(self.union_view(t))
-        else:
+        elif isinstance(t, ir.MappingDef):
             view.update(self.mapping_view(t))
+        else:  # pragma: no cover - the IR has no other kind yet
+            raise UnsafeText(f"the Rust renderer cannot render a {type(t).__name__} yet")
         return view
 
     def _elided(self, t: ir.TypeDef) -> RustCode:
