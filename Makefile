@@ -92,6 +92,8 @@ rust-test: rust-deps
 	cd rust && $(CARGO) fmt --all -- --check
 	cd rust && $(CARGO) clippy $(CARGO_CONFIG) --workspace --all-targets -- -D warnings
 	cd rust && MMCODEC_MUTATIONS=$(MUTATIONS) $(CARGO) test $(CARGO_CONFIG) --workspace
+	# What the Python tests drive (tests/rust, tests/vllm): built here, outside their timeouts.
+	cd rust && $(CARGO) build --release $(CARGO_CONFIG) -p mmcodec-tools -p mmcodec-gateway-example
 
 test-fast: venv
 	$(PY) -m pytest -q -x -m "not slow"

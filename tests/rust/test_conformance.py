@@ -113,6 +113,8 @@ def test_the_design_payloads_are_all_here(design_payloads: list[tuple[str, Any]]
     assert [name for name, _ in design_payloads] == list(PAYLOADS)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_rust_decodes_every_design_payload_to_the_same_values_without_a_copy(
     tmp_path: Path, design_payloads: list[tuple[str, corpus.Batch]]
 ) -> None:
@@ -125,6 +127,8 @@ def test_rust_decodes_every_design_payload_to_the_same_values_without_a_copy(
         path.unlink()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_rust_reencodes_every_design_payload_byte_for_byte(
     tmp_path: Path, design_payloads: list[tuple[str, corpus.Batch]]
 ) -> None:
@@ -137,6 +141,8 @@ def test_rust_reencodes_every_design_payload_byte_for_byte(
         out.unlink()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_rust_builds_every_design_payload_as_python_does(
     tmp_path: Path, design_payloads: list[tuple[str, corpus.Batch]]
 ) -> None:

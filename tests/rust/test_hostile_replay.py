@@ -40,6 +40,8 @@ RECORDING = ["-p", "tests.rust.record_decodes"]
 FUZZ_EXAMPLES = 3000
 """Fuzzer cases recorded (a share of them per fuzz test); each is replayed."""
 
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
+
 
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, Any], Any]]:

@@ -12,11 +12,15 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from mmcodec.codegen.cli import main
 from tests.rust.cargo import ROOT, RUST, cargo_config
 
 DOC = ROOT / "docs" / "rust.md"
 _BLOCK = re.compile(r"<!-- file: (?P<path>\S+) -->\n```[\w,]*\n(?P<code>.*?)```", re.DOTALL)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def test_the_guides_worked_example_builds_and_runs(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from mmcodec.codegen.cli import main
@@ -103,6 +104,8 @@ mod tests {
     }
 }
 """
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def _cargo(crate: Path, *args: str) -> subprocess.CompletedProcess[str]:
