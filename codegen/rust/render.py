@@ -112,7 +112,6 @@ class _Module:
             "doc": doc(t.doc) if t.doc else None,
             "name": self.name(t),
             "type": ty,
-            "schema_name": string(t.name),
             "lifetime": self.schemas.lifetime(self.key(t.name)),
             "decode_impl": lambda trait: layout.impl_header(code(DECODE_BOUND), code(trait), ty),
             "encode_impl": lambda trait: layout.impl_header(code("<'a>"), code(trait), ty),

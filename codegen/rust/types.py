@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from mmcodec.codegen import ir
 from mmcodec.codegen.rust.names import RESERVED_TYPE_NAMES, unique
-from mmcodec.codegen.rust.source import RustCode, UnsafeText, code, ident
+from mmcodec.codegen.rust.source import RustCode, UnsafeText, code
 
 Key = tuple[str, str]
 """A named type: (schema, name)."""
@@ -212,14 +212,4 @@ class Schemas:
         return code("Option<", self.rust_type(t.inner, home, owner, as_u64), ">")
 
 
-def snake(name: str) -> str:
-    """A CamelCase name in snake_case (for messages, not identifiers)."""
-    out = []
-    for i, c in enumerate(name):
-        if c.isupper() and i and not name[i - 1].isupper():
-            out.append("_")
-        out.append(c.lower())
-    return "".join(out)
-
-
-__all__ = ["MAX_TUPLE", "Key", "Schemas", "ident", "is_shared", "snake", "unsigned"]
+__all__ = ["MAX_TUPLE", "Key", "Schemas", "is_shared", "unsigned"]
