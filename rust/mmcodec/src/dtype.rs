@@ -69,6 +69,16 @@ dtypes! {
     Float8E8m0fnu = "float8_e8m0fnu", 1;
 }
 
+/// Whether `bytes` hold a byte other than 0 and 1 (torch assumes a bool tensor's bytes
+/// are one or the other). The bytes of a chunk are OR-ed together, which the compiler
+/// vectorises: about as fast as numpy's maximum, where a byte-by-byte `any` is several
+/// times slower; chunks keep an early exit.
+pub fn non_boolean(bytes: &[u8]) -> bool {
+    bytes
+        .chunks(4096)
+        .any(|chunk| chunk.iter().fold(0u8, |acc, &b| acc | b) > 1)
+}
+
 impl fmt::Display for Dtype {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -87,5 +97,15 @@ mod tests {
         assert_eq!(Dtype::ALL.len(), 21);
         assert_eq!(Dtype::from_name("float128"), None);
         assert_eq!(Dtype::Bfloat16.itemsize(), 2);
+    }
+
+    #[test]
+    fn only_zeros_and_ones_are_boolean() {
+        let mut bytes = vec![1u8; 10_000];
+        assert!(!non_boolean(&bytes));
+        bytes[9_999] = 2;
+        assert!(non_boolean(&bytes));
+        assert!(non_boolean(&[0x80]));
+        assert!(!non_boolean(&[]));
     }
 }

@@ -201,7 +201,7 @@ impl<'a> Encoder<'a> {
                 self.limits.max_ndim
             )));
         }
-        if tensor.dtype() == Dtype::Bool && tensor.data().iter().any(|&b| b > 1) {
+        if tensor.dtype() == Dtype::Bool && crate::dtype::non_boolean(tensor.data()) {
             return Err(EncodeError::new(
                 "bool tensor holds a byte other than 0 and 1",
             ));

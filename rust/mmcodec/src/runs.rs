@@ -203,7 +203,7 @@ fn check_run<'a>(
             (bytes, 0)
         }
     };
-    if dtype == Dtype::Bool && buffer[offset..offset + total_bytes].iter().any(|&b| b > 1) {
+    if dtype == Dtype::Bool && crate::dtype::non_boolean(&buffer[offset..offset + total_bytes]) {
         return Err("bool payload holds a byte other than 0 and 1".to_string());
     }
     let count = count as usize;
