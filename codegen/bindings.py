@@ -29,9 +29,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeAlias
 
-from mmcodec.codegen import ir, validate
+from mmcodec.codegen import ir
 from mmcodec.codegen.diagnostics import Diagnostic, Position
 from mmcodec.codegen.load import LoadedFile, Map, Scalar
+from mmcodec.codegen.validate.checks import python_identity
+from mmcodec.codegen.validate.context import did_you_mean
+from mmcodec.codegen.validate.names import (
+    BINDING,
+    MODULE_NAME,
+    RESERVED_SCHEMA_NAMES,
+    RESERVED_TYPE_NAMES,
+)
 
 BINDINGS_KEYS = ("bindings", "schema", "doc", "bind", "exports")
 _Error: TypeAlias = Callable[[Position, str], None]
@@ -82,7 +90,7 @@ def lower_bindings(
                 "change the schema it binds instead",
             )
         elif name not in BINDINGS_KEYS:
-            hint = validate._did_you_mean(name, BINDINGS_KEYS)
+            hint = did_you_mean(name, BINDINGS_KEYS)
             error(key.position, f"unknown key {name!r} in bindings file{hint}")
     python_name = _module_name(error, top, modules)
     schema = _bound_schema(error, loaded, top, schemas)
@@ -120,10 +128,10 @@ def _module_name(error: _Error, top: Map, modules: list[ir.Module]) -> str | Non
     node = top.get("bindings")
     value = node.value if isinstance(node, Scalar) else None
     position = node.position if node is not None else top.position
-    if not isinstance(value, str) or not validate._MODULE_NAME.fullmatch(value):
+    if not isinstance(value, str) or not MODULE_NAME.fullmatch(value):
         error(position, "'bindings' is the generated module's name, a lowercase Python name")
         return None
-    if keyword.iskeyword(value) or value in validate.RESERVED_SCHEMA_NAMES:
+    if keyword.iskeyword(value) or value in RESERVED_SCHEMA_NAMES:
         error(position, f"module name {value!r} is reserved")
         return None
     for other in modules:
@@ -169,7 +177,7 @@ def _classes(error: _Error, bind: Map, schema: ir.Module) -> dict[str, ir.Bindin
     for key, node in bind.entries:
         name = str(key.value)
         if name not in names:
-            hint = validate._did_you_mean(name, names)
+            hint = did_you_mean(name, names)
             error(key.position, f"schema {schema.name!r} has no type {name!r}{hint}")
             continue
         value = node.value if isinstance(node, Scalar) else None
@@ -203,7 +211,7 @@ def _classes(error: _Error, bind: Map, schema: ir.Module) -> dict[str, ir.Bindin
 def _import_path(value: object) -> ir.Binding | None:
     if (
         not isinstance(value, str)
-        or not validate._BINDING.fullmatch(value)
+        or not BINDING.fullmatch(value)
         or any(keyword.iskeyword(part) for part in value.split("."))
     ):
         return None
@@ -219,7 +227,7 @@ def _exports(error: _Error, top: Map, schema: ir.Module) -> tuple[ir.Binding, ..
     if items is None:
         error(node.position, "'exports' must be a list of import paths ('package.module.Name')")
         return ()
-    taken = {t.name for t in schema.types} | validate.RESERVED_TYPE_NAMES
+    taken = {t.name for t in schema.types} | RESERVED_TYPE_NAMES
     found: dict[str, ir.Binding] = {}
     for item in items:
         binding = _import_path(item.value if isinstance(item, Scalar) else None)
@@ -242,7 +250,7 @@ def _check_identities(error: _Error, bind: Map | None, module: ir.Module) -> Non
     by_name = {t.name: t for t in module.types}
     seen: dict[object, str] = {}
     for t in module.types:
-        key = validate._python_identity(module.name, by_name, t)
+        key = python_identity(module.name, by_name, t)
         if key in seen:
             node = bind.get(t.name) if bind is not None else None
             error(

@@ -1,0 +1,111 @@
+"""What every check shares: the diagnostics being collected, what a file declared, and
+helpers for reading keys with did-you-mean hints.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mmcodec.codegen import ir
+from mmcodec.codegen.diagnostics import Diagnostic, Position
+from mmcodec.codegen.load import LoadedFile, Map, Node, Scalar
+
+
+@dataclass
+class Context:
+    diagnostics: list[Diagnostic]
+    files: dict[Path, LoadedFile] = field(default_factory=dict)
+
+    def error(self, position: Position, message: str) -> None:
+        self.diagnostics.append(Diagnostic(position, message))
+
+
+@dataclass
+class Declared:
+    """A type name seen in a file, before its body is checked."""
+
+    name: str
+    kind: str
+    body: Node
+    node: Map
+    position: Position
+
+
+@dataclass
+class FileInfo:
+    loaded: LoadedFile
+    module: str
+    major: int
+    doc: str
+    imports: dict[str, Path]
+    declared: dict[str, Declared]
+    exports: tuple[ir.Binding, ...] = ()
+
+
+def position_of(loaded: LoadedFile) -> Position:
+    return loaded.root.position if loaded.root else Position(loaded.display_path, 1, 1)
+
+
+def display_path(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def unknown_keys(ctx: Context, node: Map, allowed: tuple[str, ...], what: str) -> dict[str, str]:
+    """Report keys outside ``allowed``; return the allowed keys suggested for them
+    (suggestion -> the key as written).
+
+    A caller then leaves out its own "missing key" error for a suggested key: a typo
+    such as ``strcut:`` is one mistake and gets one error.
+    """
+    suggested: dict[str, str] = {}
+    for key, _ in node.entries:
+        name = str(key.value)
+        if name not in allowed:
+            close = _closest(name, allowed)
+            hint = f" (did you mean {close!r}?)" if close else ""
+            ctx.error(key.position, f"unknown key {name!r} in {what}{hint}")
+            if close:
+                suggested.setdefault(close, name)
+    return suggested
+
+
+def _closest(name: str, candidates: Iterable[str]) -> str | None:
+    close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    close = _closest(name, candidates)
+    return f" (did you mean {close!r}?)" if close else ""
+
+
+def value_position(node: Map, key: str) -> Position:
+    value = node.get(key)
+    return value.position if value is not None else node.position
+
+
+def required_str(ctx: Context, node: Map, key: str, what: str) -> str | None:
+    value = node.get(key)
+    if value is None:
+        ctx.error(node.position, f"missing key {key!r} ({what})")
+        return None
+    if not (isinstance(value, Scalar) and isinstance(value.value, str)):
+        ctx.error(value.position, f"{key!r} must be a string")
+        return None
+    return value.value
+
+
+def optional_str(ctx: Context, node: Map, key: str) -> str | None:
+    value = node.get(key)
+    if value is None:
+        return None
+    if not (isinstance(value, Scalar) and isinstance(value.value, str)):
+        ctx.error(value.position, f"{key!r} must be a string")
+        return None
+    return value.value.strip()

@@ -1,0 +1,236 @@
+"""Struct declarations: fields, their constraints and their defaults."""
+
+from __future__ import annotations
+
+import keyword
+import operator
+import re
+
+from mmcodec.codegen import ir
+from mmcodec.codegen.load import Map, Node, Scalar, Seq
+from mmcodec.codegen.validate.context import Context, Declared, optional_str, unknown_keys
+from mmcodec.codegen.validate.names import FIELD_KEYS, IDENTIFIER, NUMERIC, SIZED
+from mmcodec.codegen.validate.types import Scope, lower_type, render_type
+
+
+def lower_struct(
+    ctx: Context, scope: Scope, decl: Declared, doc: str, binding: ir.Binding | None
+) -> ir.StructDef:
+    fields: list[ir.Field] = []
+    body = decl.body
+    if not isinstance(body, Map):
+        if not (isinstance(body, Scalar) and body.value is None):
+            ctx.error(
+                body.position, f"struct {decl.name!r}: 'struct' maps field names to field specs"
+            )
+        return ir.StructDef(decl.name, doc, binding, (), None, decl.position)
+    seen_default: Scalar | None = None
+    for key, spec in body.entries:
+        name = str(key.value)
+        f = _lower_field(ctx, scope, decl.name, key, spec)
+        if f is None:
+            continue
+        if isinstance(f.default, ir.Default):
+            seen_default = key
+        elif seen_default is not None:
+            ctx.error(
+                key.position,
+                f"field {name!r} has no default but follows {seen_default.value!r}, which has one;"
+                " fields with defaults come last (they may be missing from older messages)",
+            )
+        fields.append(f)
+    return ir.StructDef(decl.name, doc, binding, tuple(fields), None, decl.position)
+
+
+def _lower_field(
+    ctx: Context, scope: Scope, owner: str, key: Scalar, spec: Node
+) -> ir.Field | None:
+    name = str(key.value)
+    valid_name = True
+    if not IDENTIFIER.fullmatch(name) and not re.fullmatch(r"[a-z_][A-Za-z0-9_]*", name):
+        ctx.error(key.position, f"field name {name!r} must be an identifier")
+        valid_name = False
+    elif name.startswith("_"):
+        ctx.error(
+            key.position,
+            f"field name {name!r} must not start with '_' (reserved for generated code)",
+        )
+        valid_name = False
+    elif keyword.iskeyword(name):
+        ctx.error(key.position, f"field name {name!r} is a Python keyword")
+        valid_name = False
+    if isinstance(spec, Scalar):
+        type_node: Node = spec
+        spec_map = None
+    elif isinstance(spec, Map):
+        suggested = unknown_keys(ctx, spec, FIELD_KEYS, f"field {owner}.{name}")
+        spec_map = spec
+        found = spec.get("type")
+        if found is None:
+            if "type" not in suggested:
+                ctx.error(spec.position, f"field {owner}.{name} needs a 'type'")
+            return None
+        type_node = found
+    else:
+        ctx.error(spec.position, f"field {owner}.{name}: expected a type string or a mapping")
+        return None
+    type_expr = lower_type(ctx, scope, type_node)
+    if type_expr is None or not valid_name:
+        return None
+    constraints = ir.Constraints()
+    default: ir.Default | ir.NoDefault = ir.NoDefault()
+    doc = ""
+    if spec_map is not None:
+        doc = optional_str(ctx, spec_map, "doc") or ""
+        constraints = _lower_constraints(ctx, spec_map, type_expr, f"{owner}.{name}")
+        default_node = spec_map.get("default")
+        if default_node is not None:
+            default = _lower_default(ctx, default_node, type_expr, constraints, f"{owner}.{name}")
+    return ir.Field(name, type_expr, default, constraints, doc, key.position)
+
+
+def _constraint_target(type_expr: ir.TypeExpr) -> ir.TypeExpr:
+    return type_expr.inner if isinstance(type_expr, ir.OptionalOf) else type_expr
+
+
+def _lower_constraints(
+    ctx: Context, spec: Map, type_expr: ir.TypeExpr, where: str
+) -> ir.Constraints:
+    target = _constraint_target(type_expr)
+    kind = target.name if isinstance(target, ir.Builtin) else type(target).__name__
+    numeric = isinstance(target, ir.Builtin) and target.name in NUMERIC
+    sized = (isinstance(target, ir.Builtin) and target.name in SIZED) or isinstance(
+        target, (ir.ListOf, ir.VarTupleOf, ir.DictOf)
+    )
+    values: dict[str, int | float | str] = {}
+    for name in ("ge", "gt", "le", "lt", "min_length", "max_length", "pattern"):
+        node = spec.get(name)
+        if node is None:
+            continue
+        value = node.value if isinstance(node, Scalar) else None
+        if name in ("ge", "gt", "le", "lt"):
+            if not numeric:
+                ctx.error(
+                    node.position,
+                    f"{where}: constraint {name!r} needs an int or float field, "
+                    f"not {describe(type_expr)}",
+                )
+                continue
+            if type(value) not in (int, float):
+                ctx.error(node.position, f"{where}: {name!r} must be a number")
+                continue
+            if isinstance(target, ir.Builtin) and target.name == "int" and type(value) is float:
+                ctx.error(node.position, f"{where}: {name!r} of an int field must be an int")
+                continue
+        elif name in ("min_length", "max_length"):
+            if not sized:
+                ctx.error(
+                    node.position,
+                    f"{where}: constraint {name!r} needs a str, bytes, list, tuple[T, ...] "
+                    f"or dict field, not {describe(type_expr)}",
+                )
+                continue
+            if type(value) is not int or value < 0:
+                ctx.error(node.position, f"{where}: {name!r} must be a non-negative int")
+                continue
+        else:
+            if not (isinstance(target, ir.Builtin) and target.name == "str"):
+                ctx.error(
+                    node.position,
+                    f"{where}: constraint 'pattern' needs a str field, not {describe(type_expr)}",
+                )
+                continue
+            if not isinstance(value, str):
+                ctx.error(node.position, f"{where}: 'pattern' must be a string")
+                continue
+            try:
+                re.compile(value)
+            except re.error as e:
+                ctx.error(
+                    node.position, f"{where}: 'pattern' is not a valid regular expression ({e})"
+                )
+                continue
+        values[name] = value  # type: ignore[assignment]  # checked above
+    del kind
+    low, high = values.get("min_length"), values.get("max_length")
+    if isinstance(low, int) and isinstance(high, int) and low > high:
+        ctx.error(spec.position, f"{where}: min_length is greater than max_length")
+    return ir.Constraints(**values)  # type: ignore[arg-type]
+
+
+def describe(type_expr: ir.TypeExpr) -> str:
+    return render_type(type_expr)
+
+
+def _lower_default(
+    ctx: Context, node: Node, type_expr: ir.TypeExpr, constraints: ir.Constraints, where: str
+) -> ir.Default | ir.NoDefault:
+    problem = _default_problem(node, type_expr)
+    if problem is not None:
+        ctx.error(node.position, f"{where}: default {problem}")
+        return ir.NoDefault()
+    value: ir.DefaultValue
+    target = _constraint_target(type_expr)
+    if isinstance(node, Scalar):
+        value = node.value
+        if type(value) is int and target == ir.Builtin("float"):
+            value = float(value)  # `default: 2` of a float field is 2.0, as decoded
+    elif isinstance(node, Seq):  # an empty tuple[T, ...] defaults to (), a list to []
+        value = () if isinstance(target, ir.VarTupleOf) else []
+    else:
+        value = {}
+    for name, bound in constraints.items():
+        if value is None or _satisfies(value, name, bound):
+            continue
+        # The encoder does not check constraints but the decoder does: a default that
+        # breaks one would make messages the decoder rejects.
+        ctx.error(node.position, f"{where}: default {value!r} violates {name}={bound!r}")
+        return ir.NoDefault()
+    return ir.Default(value)
+
+
+def _satisfies(value: object, name: str, bound: int | float | str) -> bool:
+    """False when ``value`` breaks the constraint (True when it does not apply)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        checks = {"ge": operator.ge, "gt": operator.gt, "le": operator.le, "lt": operator.lt}
+        return name not in checks or bool(checks[name](value, bound))
+    if isinstance(value, (str, bytes, list, tuple, dict)) and isinstance(bound, int):
+        if name == "min_length":
+            return len(value) >= bound
+        if name == "max_length":
+            return len(value) <= bound
+    if name == "pattern" and isinstance(value, str) and isinstance(bound, str):
+        return re.search(bound, value) is not None
+    return True
+
+
+def _default_problem(node: Node, t: ir.TypeExpr) -> str | None:
+    if isinstance(node, (Seq, Map)):
+        empty = not (node.items if isinstance(node, Seq) else node.entries)
+        target = t.inner if isinstance(t, ir.OptionalOf) else t
+        if isinstance(node, Seq) and isinstance(target, (ir.ListOf, ir.VarTupleOf)) and empty:
+            return None
+        if isinstance(node, Map) and isinstance(target, ir.DictOf) and empty:
+            return None
+        return f"must be a literal of type {render_type(t)} (containers may only default to empty)"
+    value = node.value
+    if value is None:
+        return (
+            None
+            if isinstance(t, ir.OptionalOf)
+            else f"null does not match type {render_type(t)} (use optional[...])"
+        )
+    target = t.inner if isinstance(t, ir.OptionalOf) else t
+    if isinstance(target, ir.Builtin):
+        ok = {
+            "int": type(value) is int,
+            "float": type(value) in (int, float),
+            "bool": type(value) is bool,
+            "str": type(value) is str,
+            "bytes": type(value) is bytes,
+        }.get(target.name)
+        if ok:
+            return None
+        if ok is None:
+            return f"is not supported for type {render_type(t)} (only null, when optional)"
+    return f"{value!r} does not match type {render_type(t)}"

@@ -1,0 +1,198 @@
+"""Type expressions in schema strings (``list[optional[Foo]]``), resolved to IR types
+with the column of each mistake.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mmcodec.codegen import ir
+from mmcodec.codegen.diagnostics import Position
+from mmcodec.codegen.load import Node, Scalar
+from mmcodec.codegen.typeexpr import RawType, TypeSyntaxError, parse_type
+from mmcodec.codegen.validate.context import Context, Declared, FileInfo, did_you_mean
+from mmcodec.codegen.validate.names import GENERICS
+
+
+@dataclass
+class Scope:
+    info: FileInfo
+    infos: dict[Path, FileInfo]
+
+    def imported(self) -> dict[str, FileInfo]:
+        out = {}
+        for target in self.info.imports.values():
+            other = self.infos.get(target)
+            if other is not None:
+                out[other.module] = other
+        return out
+
+    def lookup(self, name: str) -> tuple[str, Declared] | None:
+        if "." in name:
+            module, _, type_name = name.partition(".")
+            other = self.imported().get(module)
+            if other is None or "." in type_name:
+                return None
+            decl = other.declared.get(type_name)
+            return (other.module, decl) if decl else None
+        decl = self.info.declared.get(name)
+        return (self.info.module, decl) if decl else None
+
+    def candidates(self) -> list[str]:
+        names = [*ir.BUILTINS, *GENERICS, *self.info.declared]
+        for module, other in self.imported().items():
+            names.extend(f"{module}.{n}" for n in other.declared)
+        return names
+
+
+def lower_type(ctx: Context, scope: Scope, node: Node) -> ir.TypeExpr | None:
+    if not (isinstance(node, Scalar) and isinstance(node.value, str)):
+        ctx.error(node.position, "a type is a string such as 'int' or 'list[Foo]'")
+        return None
+    text = node.value
+    base = _string_start(ctx, node)
+    try:
+        raw = parse_type(text)
+    except TypeSyntaxError as e:
+        ctx.error(shift(base, e.offset), f"invalid type {text!r}: {e.message}{_pipe_hint(text)}")
+        return None
+    return resolve(ctx, scope, raw, base)
+
+
+def _pipe_hint(text: str) -> str:
+    """Python's ``T | None`` is ``optional[T]`` here; other ``|`` unions are union types."""
+    if "|" not in text:
+        return ""
+    parts = [part.strip() for part in text.split("|")]
+    others = [part for part in parts if part != "None"]
+    if len(parts) == 2 and len(others) == 1:
+        return f" (did you mean 'optional[{others[0]}]'?)"
+    return " (write optional[T] for 'T | None'; other alternatives need a union type)"
+
+
+def _string_start(ctx: Context, node: Scalar) -> Position:
+    """Where the string's first character is in the file.
+
+    A scalar's mark is where its node starts: at a tag (``!!str``) or an anchor
+    (``&name``) if it has one, at the opening quote of a quoted string, at the ``|``
+    or ``>`` of a block scalar (whose text starts on the next non-blank line).
+    """
+    text = next((f.text for f in ctx.files.values() if f.display_path == node.position.file), "")
+    lines = text.split("\n")
+    number, column = node.position.line, node.position.column - 1
+    if number > len(lines):
+        return node.position
+    line = lines[number - 1]
+    while line[column : column + 1] in ("!", "&"):  # node properties, then spaces
+        while column < len(line) and line[column] not in " \t":
+            column += 1
+        while column < len(line) and line[column] in " \t":
+            column += 1
+    char = line[column : column + 1]
+    if char in ("'", '"'):
+        column += 1
+    elif char in ("|", ">"):
+        for index in range(number, len(lines)):
+            content = lines[index].rstrip("\r")
+            if content.strip():
+                return Position(
+                    node.position.file, index + 1, len(content) - len(content.lstrip()) + 1
+                )
+    return Position(node.position.file, number, column + 1)
+
+
+def shift(position: Position, offset: int) -> Position:
+    return Position(position.file, position.line, position.column + offset)
+
+
+def resolve(ctx: Context, scope: Scope, raw: RawType, base: Position) -> ir.TypeExpr | None:
+    where = shift(base, raw.offset)
+    name = raw.name
+    if name in GENERICS:
+        return _resolve_generic(ctx, scope, raw, base)
+    if (raw.args or raw.variadic) and name.lower() in GENERICS:
+        ctx.error(where, f"unknown type {name!r} (did you mean {_lowercase_generics(raw)!r}?)")
+        return None
+    if raw.args or raw.variadic:
+        ctx.error(where, f"type {name!r} takes no parameters")
+        return None
+    if name in ir.BUILTINS:
+        return ir.Builtin(name)
+    found = scope.lookup(name)
+    if found is None:
+        hint = did_you_mean(name, scope.candidates())
+        ctx.error(where, f"unknown type {name!r}{hint}")
+        return None
+    module, decl = found
+    return ir.Named(module, decl.name)
+
+
+def _lowercase_generics(raw: RawType) -> str:
+    """``List[Optional[int]]`` as the schema language spells it: ``list[optional[int]]``."""
+    name = raw.name.lower() if raw.name.lower() in GENERICS else raw.name
+    if not raw.args:
+        return name
+    args = [_lowercase_generics(a) for a in raw.args] + (["..."] if raw.variadic else [])
+    return f"{name}[{', '.join(args)}]"
+
+
+def _resolve_generic(
+    ctx: Context, scope: Scope, raw: RawType, base: Position
+) -> ir.TypeExpr | None:
+    where = shift(base, raw.offset)
+    name = raw.name
+    arity = GENERICS[name]
+    if not raw.args:
+        ctx.error(where, f"{name} needs parameters, e.g. {example(name)}")
+        return None
+    if raw.variadic and name != "tuple":
+        ctx.error(where, "'...' is only allowed in tuple[T, ...]")
+        return None
+    if arity is not None and len(raw.args) != arity:
+        ctx.error(
+            where,
+            f"{name} takes {arity} parameter{'s' if arity > 1 else ''}, e.g. {example(name)}",
+        )
+        return None
+    if name == "tuple" and raw.variadic and len(raw.args) != 1:
+        ctx.error(where, "tuple[T, ...] takes exactly one type before '...'")
+        return None
+    args = [resolve(ctx, scope, a, base) for a in raw.args]
+    if any(a is None for a in args):
+        return None
+    resolved = [a for a in args if a is not None]
+    if name == "list":
+        return ir.ListOf(resolved[0])
+    if name == "optional":
+        if isinstance(resolved[0], ir.OptionalOf):
+            ctx.error(
+                where,
+                "optional[optional[T]] is ambiguous on the wire (None vs. an empty value); "
+                "use optional[T]",
+            )
+            return None
+        return ir.OptionalOf(resolved[0])
+    if name == "dict":
+        key = resolved[0]
+        if not (isinstance(key, ir.Builtin) and key.name in ("str", "int")):
+            ctx.error(shift(base, raw.args[0].offset), "dict keys must be str or int")
+            return None
+        return ir.DictOf(key, resolved[1])
+    if raw.variadic:
+        return ir.VarTupleOf(resolved[0])
+    return ir.TupleOf(tuple(resolved))
+
+
+def example(name: str) -> str:
+    return {
+        "list": "list[int]",
+        "tuple": "tuple[int, str] or tuple[int, ...]",
+        "dict": "dict[str, int]",
+        "optional": "optional[int]",
+    }[name]
+
+
+def render_type(t: ir.TypeExpr) -> str:
+    """The schema spelling of a type expression."""
+    return ir.spell(t, lambda leaf: leaf.name, "optional[{}]")
