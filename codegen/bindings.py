@@ -33,7 +33,7 @@ from mmcodec.codegen import ir
 from mmcodec.codegen.diagnostics import Diagnostic, Position
 from mmcodec.codegen.load import LoadedFile, Map, Scalar
 from mmcodec.codegen.validate.checks import python_identity
-from mmcodec.codegen.validate.context import did_you_mean
+from mmcodec.codegen.validate.context import closest, did_you_mean
 from mmcodec.codegen.validate.names import (
     BINDING,
     MODULE_NAME,
@@ -42,7 +42,8 @@ from mmcodec.codegen.validate.names import (
 )
 
 BINDINGS_KEYS = ("bindings", "schema", "doc", "bind", "exports")
-_Error: TypeAlias = Callable[[Position, str], None]
+_Error: TypeAlias = Callable[..., None]
+"""``error(position, message, hint="")``."""
 GENERATED = "generated"
 """The ``bind:`` value for a type that gets a generated class in the bound module."""
 
@@ -78,8 +79,8 @@ def lower_bindings(
     assert isinstance(top, Map)
     errors_before = len(diagnostics)
 
-    def error(position: Position, message: str) -> None:
-        diagnostics.append(Diagnostic(position, message))
+    def error(position: Position, message: str, hint: str = "") -> None:
+        diagnostics.append(Diagnostic(position, message, hint))
 
     for key, _ in top.entries:
         name = str(key.value)
@@ -91,7 +92,7 @@ def lower_bindings(
             )
         elif name not in BINDINGS_KEYS:
             hint = did_you_mean(name, BINDINGS_KEYS)
-            error(key.position, f"unknown key {name!r} in bindings file{hint}")
+            error(key.position, f"unknown key {name!r} in bindings file", hint)
     python_name = _module_name(error, top, modules)
     schema = _bound_schema(error, loaded, top, schemas)
     doc = _string(error, top, "doc")
@@ -174,11 +175,14 @@ def _classes(error: _Error, bind: Map, schema: ir.Module) -> dict[str, ir.Bindin
     names = [t.name for t in schema.types]
     classes: dict[str, ir.Binding | None] = {}
     used: dict[str, str] = {}
+    meant: set[str] = set()  # types a misspelt entry was meant for: not missing as well
     for key, node in bind.entries:
         name = str(key.value)
         if name not in names:
-            hint = did_you_mean(name, names)
-            error(key.position, f"schema {schema.name!r} has no type {name!r}{hint}")
+            close = closest(name, names)
+            hint = f"did you mean {close!r}?" if close else ""
+            error(key.position, f"schema {schema.name!r} has no type {name!r}", hint)
+            meant.update([close] if close else [])
             continue
         value = node.value if isinstance(node, Scalar) else None
         if value == GENERATED:
@@ -198,7 +202,7 @@ def _classes(error: _Error, bind: Map, schema: ir.Module) -> dict[str, ir.Bindin
         used[path] = name
         classes[name] = binding
     listed = {str(k.value) for k, _ in bind.entries}
-    missing = [n for n in names if n not in listed]
+    missing = [n for n in names if n not in listed and n not in meant]
     if missing:
         error(
             bind.position,

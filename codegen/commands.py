@@ -35,11 +35,12 @@ def _root(args: argparse.Namespace) -> Path:
 
 
 def _print_schema_errors(errors: SchemaErrors, args: argparse.Namespace) -> int:
+    """Text to stderr, each error with its source line, then their count (stdout keeps a
+    command's product: the files written, the report); ``--format json`` to stdout."""
     if getattr(args, "format", "text") == "json":
         sys.stdout.write(format_json(errors.diagnostics))
     else:
-        sys.stdout.write(format_text(errors.diagnostics))
-        print(f"{len(errors.diagnostics)} error(s)", file=sys.stderr)
+        sys.stderr.write(format_text(errors.diagnostics, errors.sources))
     return FINDINGS
 
 
@@ -154,7 +155,10 @@ def run_compat(args: argparse.Namespace) -> int:
         try:
             old = compile_schemas(old_files, old_root)
         except SchemaErrors as e:  # say which version is broken, as git does: REF:path
-            relabelled = SchemaErrors([_relabel(d, label) for d in e.diagnostics])
+            relabelled = SchemaErrors(
+                [_relabel(d, label) for d in e.diagnostics],
+                {label + name: text for name, text in e.sources.items()},
+            )
             return _print_schema_errors(relabelled, args)
     try:
         new = compile_schemas(new_files, root)
@@ -183,7 +187,7 @@ def run_compat(args: argparse.Namespace) -> int:
 
 def _relabel(d: Diagnostic, label: str) -> Diagnostic:
     p = d.position
-    return Diagnostic(Position(label + p.file, p.line, p.column), d.message)
+    return Diagnostic(Position(label + p.file, p.line, p.column, p.length), d.message, d.hint)
 
 
 # -- json-schema -------------------------------------------------------------------

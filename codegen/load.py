@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from mmcodec.codegen import yamlerrors
 from mmcodec.codegen.diagnostics import Diagnostic, Position, UsageError
 
 
@@ -108,47 +109,21 @@ def load_file(path: Path, display_path: str, diagnostics: list[Diagnostic]) -> L
     try:
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        position = (
-            Position(display_path, mark.line + 1, mark.column + 1)
-            if mark
-            else Position(display_path, 1, 1)
-        )
-        problem = e.problem or str(e)
-        if e.context:
-            problem = f"{e.context}: {problem}"
-        hint = _quote_hint(e, text)
-        diagnostics.append(Diagnostic(position, f"YAML syntax error: {problem}{hint}"))
+        diagnostics.append(yamlerrors.describe(e, text, display_path))
         return LoadedFile(path, display_path, text, None)
     if node is None:
         return LoadedFile(path, display_path, text, None)
     return LoadedFile(path, display_path, text, _convert(node, display_path, diagnostics))
 
 
-def _quote_hint(error: yaml.MarkedYAMLError, text: str) -> str:
-    """Advice for the commonest slip: a type expression unquoted inside ``{...}`` or ``[...]``.
-
-    In YAML's flow style ``[`` and ``]`` are syntax, so ``{type: list[int]}`` does not parse.
-    """
-    mark = error.problem_mark
-    if mark is None or not (error.problem or "").endswith("but got '['"):
-        return ""
-    line = text.split("\n")[mark.line]
-    start = mark.column
-    while start > 0 and (line[start - 1].isalnum() or line[start - 1] in "_."):
-        start -= 1
-    depth, end = 0, mark.column
-    while end < len(line):
-        depth += {"[": 1, "]": -1}.get(line[end], 0)
-        end += 1
-        if depth == 0:
-            break
-    expression = line[start:end]
-    return f' (inside {{...}} or [...] quote a type expression: "{expression}")'
-
-
 def _position(node: yaml.Node, file: str) -> Position:
-    return Position(file, node.start_mark.line + 1, node.start_mark.column + 1)
+    """Where ``node`` starts; for a scalar or ``{...}``/``[...]`` on one line, how many
+    columns it spans too."""
+    start, end = node.start_mark, node.end_mark
+    inline = isinstance(node, yaml.ScalarNode) or getattr(node, "flow_style", False)
+    one_line = inline and end.line == start.line
+    length = end.column - start.column if one_line else 0
+    return Position(file, start.line + 1, start.column + 1, length)
 
 
 def _convert(node: yaml.Node, file: str, diagnostics: list[Diagnostic]) -> Node:

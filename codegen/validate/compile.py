@@ -57,7 +57,7 @@ def compile_schemas(paths: Iterable[Path], root: Path) -> list[ir.Module]:
         by_module.setdefault(info.module, info)
     modules = [_lower_file(ctx, info, infos) for info in infos.values()]
     if ctx.diagnostics:
-        raise SchemaErrors(ctx.diagnostics)
+        raise SchemaErrors(ctx.diagnostics, ctx.sources())
     check_struct_tags(ctx, modules, infos)
     check_base_cases(ctx, modules, infos)
     check_mapping_cycles(ctx, modules, infos)
@@ -68,7 +68,7 @@ def compile_schemas(paths: Iterable[Path], root: Path) -> list[ir.Module]:
         if bound is not None:
             modules.append(bound)
     if ctx.diagnostics:
-        raise SchemaErrors(ctx.diagnostics)
+        raise SchemaErrors(ctx.diagnostics, ctx.sources())
     return sorted(modules, key=lambda m: m.python_name)
 
 

@@ -19,8 +19,12 @@ class Context:
     diagnostics: list[Diagnostic]
     files: dict[Path, LoadedFile] = field(default_factory=dict)
 
-    def error(self, position: Position, message: str) -> None:
-        self.diagnostics.append(Diagnostic(position, message))
+    def error(self, position: Position, message: str, hint: str = "") -> None:
+        self.diagnostics.append(Diagnostic(position, message, hint))
+
+    def sources(self) -> dict[str, str]:
+        """The text of every file read, by displayed path (for the errors' excerpts)."""
+        return {f.display_path: f.text for f in self.files.values()}
 
 
 @dataclass
@@ -67,22 +71,22 @@ def unknown_keys(ctx: Context, node: Map, allowed: tuple[str, ...], what: str) -
     for key, _ in node.entries:
         name = str(key.value)
         if name not in allowed:
-            close = _closest(name, allowed)
-            hint = f" (did you mean {close!r}?)" if close else ""
-            ctx.error(key.position, f"unknown key {name!r} in {what}{hint}")
+            close = closest(name, allowed)
+            ctx.error(key.position, f"unknown key {name!r} in {what}", did_you_mean(name, allowed))
             if close:
                 suggested.setdefault(close, name)
     return suggested
 
 
-def _closest(name: str, candidates: Iterable[str]) -> str | None:
+def closest(name: str, candidates: Iterable[str]) -> str | None:
     close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6)
     return close[0] if close else None
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    close = _closest(name, candidates)
-    return f" (did you mean {close!r}?)" if close else ""
+    """The hint ``did you mean 'close'?`` for the closest candidate, or ``""``."""
+    close = closest(name, candidates)
+    return f"did you mean {close!r}?" if close else ""
 
 
 def value_position(node: Map, key: str) -> Position:

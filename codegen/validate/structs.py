@@ -8,7 +8,13 @@ import re
 
 from mmcodec.codegen import ir
 from mmcodec.codegen.load import Map, Node, Scalar, Seq
-from mmcodec.codegen.validate.context import Context, Declared, optional_str, unknown_keys
+from mmcodec.codegen.validate.context import (
+    Context,
+    Declared,
+    closest,
+    optional_str,
+    unknown_keys,
+)
 from mmcodec.codegen.validate.names import FIELD_KEYS, IDENTIFIER, NUMERIC, SIZED
 from mmcodec.codegen.validate.types import Scope, lower_type, render_type
 
@@ -25,21 +31,40 @@ def lower_struct(
             )
         return ir.StructDef(decl.name, doc, binding, (), None, decl.position)
     seen_default: Scalar | None = None
+    out_of_order: list[Scalar] = []
     for key, spec in body.entries:
-        name = str(key.value)
         f = _lower_field(ctx, scope, decl.name, key, spec)
-        if f is None:
-            continue
-        if isinstance(f.default, ir.Default):
-            seen_default = key
+        # Order is checked on what was written: a default that is itself wrong (reported
+        # already) or a misspelt `default` key still says the field means to have one.
+        if _declares_default(spec):
+            seen_default = seen_default or key
         elif seen_default is not None:
-            ctx.error(
-                key.position,
-                f"field {name!r} has no default but follows {seen_default.value!r}, which has one;"
-                " fields with defaults come last (they may be missing from older messages)",
-            )
-        fields.append(f)
+            out_of_order.append(key)
+        if f is not None:
+            fields.append(f)
+    if seen_default is not None and out_of_order:  # one mistake, however many fields follow
+        first, *more = out_of_order
+        also = f" (as do {', '.join(repr(k.value) for k in more)})" if more else ""
+        it = "them" if more else "it"
+        ctx.error(
+            first.position,
+            f"field {first.value!r} has no default but follows {seen_default.value!r}, which has "
+            f"one{also}",
+            f"fields with defaults come last, as older messages may lack them: move {it} "
+            f"before {seen_default.value!r}, or give {it} a default",
+        )
     return ir.StructDef(decl.name, doc, binding, tuple(fields), None, decl.position)
+
+
+def _declares_default(spec: Node) -> bool:
+    """Whether a field's spec has a ``default`` key, or an unknown key meant as one."""
+    if not isinstance(spec, Map):
+        return False
+    names = [str(k.value) for k, _ in spec.entries]
+    return any(
+        n == "default" or (n not in FIELD_KEYS and closest(n, FIELD_KEYS) == "default")
+        for n in names
+    )
 
 
 def _lower_field(
@@ -82,10 +107,14 @@ def _lower_field(
     doc = ""
     if spec_map is not None:
         doc = optional_str(ctx, spec_map, "doc") or ""
+        errors_before = len(ctx.diagnostics)
         constraints = _lower_constraints(ctx, spec_map, type_expr, f"{owner}.{name}")
         default_node = spec_map.get("default")
         if default_node is not None:
-            default = _lower_default(ctx, default_node, type_expr, constraints, f"{owner}.{name}")
+            # A default is checked against constraints only when they are valid: a
+            # constraint already reported is no reason for a second error here.
+            valid = constraints if len(ctx.diagnostics) == errors_before else ir.Constraints()
+            default = _lower_default(ctx, default_node, type_expr, valid, f"{owner}.{name}")
     return ir.Field(name, type_expr, default, constraints, doc, key.position)
 
 
@@ -167,7 +196,7 @@ def _lower_default(
 ) -> ir.Default | ir.NoDefault:
     problem = _default_problem(node, type_expr)
     if problem is not None:
-        ctx.error(node.position, f"{where}: default {problem}")
+        ctx.error(node.position, f"{where}: default {problem[0]}", problem[1])
         return ir.NoDefault()
     value: ir.DefaultValue
     target = _constraint_target(type_expr)
@@ -204,23 +233,22 @@ def _satisfies(value: object, name: str, bound: int | float | str) -> bool:
     return True
 
 
-def _default_problem(node: Node, t: ir.TypeExpr) -> str | None:
+def _default_problem(node: Node, t: ir.TypeExpr) -> tuple[str, str] | None:
+    """What is wrong with a default for type ``t`` (message and hint), or None."""
+    spelled = render_type(t)
+    target = t.inner if isinstance(t, ir.OptionalOf) else t
     if isinstance(node, (Seq, Map)):
         empty = not (node.items if isinstance(node, Seq) else node.entries)
-        target = t.inner if isinstance(t, ir.OptionalOf) else t
         if isinstance(node, Seq) and isinstance(target, (ir.ListOf, ir.VarTupleOf)) and empty:
             return None
         if isinstance(node, Map) and isinstance(target, ir.DictOf) and empty:
             return None
-        return f"must be a literal of type {render_type(t)} (containers may only default to empty)"
+        return f"must be a literal of type {spelled}", "a container may only default to empty"
     value = node.value
     if value is None:
-        return (
-            None
-            if isinstance(t, ir.OptionalOf)
-            else f"null does not match type {render_type(t)} (use optional[...])"
-        )
-    target = t.inner if isinstance(t, ir.OptionalOf) else t
+        if isinstance(t, ir.OptionalOf):
+            return None
+        return f"null does not match type {spelled}", f"make the type optional[{spelled}]"
     if isinstance(target, ir.Builtin):
         ok = {
             "int": type(value) is int,
@@ -232,5 +260,23 @@ def _default_problem(node: Node, t: ir.TypeExpr) -> str | None:
         if ok:
             return None
         if ok is None:
-            return f"is not supported for type {render_type(t)} (only null, when optional)"
-    return f"{value!r} does not match type {render_type(t)}"
+            return (
+                f"is not supported for type {spelled}",
+                f"only an optional[{render_type(target)}] field has a default: null",
+            )
+        return f"{value!r} does not match type {spelled}", _unquote_hint(value, target.name)
+    return f"{value!r} does not match type {spelled}", ""
+
+
+def _unquote_hint(value: object, target: str) -> str:
+    """``"3"`` for an int field: the quotes made it a string."""
+    if type(value) is not str:
+        return ""
+    text = value.strip()
+    if target == "int":
+        fits = re.fullmatch(r"[-+]?[0-9]+", text) is not None
+    elif target == "float":
+        fits = re.fullmatch(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text) is not None
+    else:
+        fits = target == "bool" and text in ("true", "false")
+    return f"remove the quotes: {text}" if fits else ""

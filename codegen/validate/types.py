@@ -4,12 +4,13 @@ with the column of each mistake.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
 from mmcodec.codegen import ir
 from mmcodec.codegen.diagnostics import Position
-from mmcodec.codegen.load import Node, Scalar
+from mmcodec.codegen.load import Map, Node, Scalar, Seq
 from mmcodec.codegen.typeexpr import RawType, TypeSyntaxError, parse_type
 from mmcodec.codegen.validate.context import Context, Declared, FileInfo, did_you_mean
 from mmcodec.codegen.validate.names import GENERICS
@@ -39,11 +40,41 @@ class Scope:
         decl = self.info.declared.get(name)
         return (self.info.module, decl) if decl else None
 
+    def rejected(self, name: str) -> bool:
+        """Whether ``name`` cannot resolve because of an error reported elsewhere: its
+        declaration was rejected (a bad name, no kind), or it is qualified by a module whose
+        file could not be imported. Then a use of it is no second error."""
+        module, dot, type_name = name.partition(".")
+        if not dot:
+            return name in _written_types(self.info)
+        if "." in type_name:
+            return False
+        other = self.imported().get(module)
+        if other is not None:
+            return type_name in _written_types(other)
+        return self.import_failed()
+
+    def import_failed(self) -> bool:
+        """Whether an import of this file was reported (not found, itself, or invalid)."""
+        top = self.info.loaded.root
+        node = top.get("imports") if isinstance(top, Map) else None
+        written = len(node.items) if isinstance(node, Seq) else 0
+        return written > len(self.info.imports) or any(
+            target not in self.infos for target in self.info.imports.values()
+        )
+
     def candidates(self) -> list[str]:
         names = [*ir.BUILTINS, *GENERICS, *self.info.declared]
         for module, other in self.imported().items():
             names.extend(f"{module}.{n}" for n in other.declared)
         return names
+
+
+def _written_types(info: FileInfo) -> set[str]:
+    """The names the file's ``types`` mapping holds, valid or not."""
+    top = info.loaded.root
+    types = top.get("types") if isinstance(top, Map) else None
+    return {str(k.value) for k, _ in types.entries} if isinstance(types, Map) else set()
 
 
 def lower_type(ctx: Context, scope: Scope, node: Node) -> ir.TypeExpr | None:
@@ -55,7 +86,7 @@ def lower_type(ctx: Context, scope: Scope, node: Node) -> ir.TypeExpr | None:
     try:
         raw = parse_type(text)
     except TypeSyntaxError as e:
-        ctx.error(shift(base, e.offset), f"invalid type {text!r}: {e.message}{_pipe_hint(text)}")
+        ctx.error(shift(base, e.offset, 1), f"invalid type {text!r}: {e.message}", _pipe_hint(text))
         return None
     return resolve(ctx, scope, raw, base)
 
@@ -67,8 +98,8 @@ def _pipe_hint(text: str) -> str:
     parts = [part.strip() for part in text.split("|")]
     others = [part for part in parts if part != "None"]
     if len(parts) == 2 and len(others) == 1:
-        return f" (did you mean 'optional[{others[0]}]'?)"
-    return " (write optional[T] for 'T | None'; other alternatives need a union type)"
+        return f"did you mean 'optional[{others[0]}]'?"
+    return "write optional[T] for 'T | None'; other alternatives need a union type"
 
 
 def _string_start(ctx: Context, node: Scalar) -> Position:
@@ -102,45 +133,90 @@ def _string_start(ctx: Context, node: Scalar) -> Position:
     return Position(node.position.file, number, column + 1)
 
 
-def shift(position: Position, offset: int) -> Position:
-    return Position(position.file, position.line, position.column + offset)
+def shift(position: Position, offset: int, length: int = 0) -> Position:
+    """``offset`` characters further along the line, spanning ``length`` of them."""
+    return Position(position.file, position.line, position.column + offset, length)
 
 
-def resolve(ctx: Context, scope: Scope, raw: RawType, base: Position) -> ir.TypeExpr | None:
-    where = shift(base, raw.offset)
+def resolve(
+    ctx: Context, scope: Scope, raw: RawType, base: Position, respelled: bool = False
+) -> ir.TypeExpr | None:
+    """The IR of ``raw``, or None after reporting what is wrong. ``respelled``: an outer
+    error's hint already spells this expression's generics right (``Dict[str, List[int]]``
+    gets one error), so only other mistakes in it are reported."""
+    where = shift(base, raw.offset, len(raw.name))
     name = raw.name
     if name in GENERICS:
         return _resolve_generic(ctx, scope, raw, base)
-    if (raw.args or raw.variadic) and name.lower() in GENERICS:
-        ctx.error(where, f"unknown type {name!r} (did you mean {_lowercase_generics(raw)!r}?)")
-        return None
     if raw.args or raw.variadic:
-        ctx.error(where, f"type {name!r} takes no parameters")
+        if name in ir.BUILTINS or scope.lookup(name) is not None:
+            ctx.error(where, f"type {name!r} takes no parameters")
+        elif _generic_named(name) is not None:
+            if not respelled:
+                hint = f"did you mean {_respelled(raw)!r}?"
+                ctx.error(where, f"unknown generic type {name!r}", hint)
+            for arg in raw.args:  # a misspelt type inside is a mistake of its own
+                resolve(ctx, scope, arg, base, respelled=True)
+        elif not scope.rejected(name):
+            ctx.error(where, f"unknown type {name!r}", _suggest(name, scope.candidates()))
         return None
     if name in ir.BUILTINS:
         return ir.Builtin(name)
     found = scope.lookup(name)
     if found is None:
-        hint = did_you_mean(name, scope.candidates())
-        ctx.error(where, f"unknown type {name!r}{hint}")
+        if not scope.rejected(name):
+            ctx.error(where, f"unknown type {name!r}", _suggest(name, scope.candidates()))
         return None
     module, decl = found
     return ir.Named(module, decl.name)
 
 
-def _lowercase_generics(raw: RawType) -> str:
-    """``List[Optional[int]]`` as the schema language spells it: ``list[optional[int]]``."""
-    name = raw.name.lower() if raw.name.lower() in GENERICS else raw.name
+# What users of other schema languages write, and the schema language's word for it.
+_ALIASES = {
+    "array": "list",
+    "sequence": "list",
+    "vector": "list",
+    "map": "dict",
+    "double": "float",
+    "long": "int",
+}
+
+
+def _generic_named(name: str) -> str | None:
+    """The generic ``name`` stands for (``List``, ``optinal``, ``map``), or None."""
+    if name.lower() in GENERICS:
+        return name.lower()
+    alias = _ALIASES.get(name.lower())
+    if alias in GENERICS:
+        return alias
+    close = difflib.get_close_matches(name.lower(), sorted(GENERICS), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _suggest(name: str, candidates: list[str]) -> str:
+    """``did you mean ...?`` for an unknown type name without parameters."""
+    alias = _ALIASES.get(name.lower())
+    if alias in ir.BUILTINS:
+        return f"did you mean {alias!r}?"
+    if alias in GENERICS:
+        return f"did you mean '{alias}[...]'? (it takes parameters, e.g. {example(alias)})"
+    return did_you_mean(name, candidates)
+
+
+def _respelled(raw: RawType) -> str:
+    """The expression with each generic spelled as the schema language spells it:
+    ``List[Optinal[int]]`` as ``list[optional[int]]``."""
+    name = (_generic_named(raw.name) or raw.name) if raw.args or raw.variadic else raw.name
     if not raw.args:
         return name
-    args = [_lowercase_generics(a) for a in raw.args] + (["..."] if raw.variadic else [])
+    args = [_respelled(a) for a in raw.args] + (["..."] if raw.variadic else [])
     return f"{name}[{', '.join(args)}]"
 
 
 def _resolve_generic(
     ctx: Context, scope: Scope, raw: RawType, base: Position
 ) -> ir.TypeExpr | None:
-    where = shift(base, raw.offset)
+    where = shift(base, raw.offset, len(raw.name))
     name = raw.name
     arity = GENERICS[name]
     if not raw.args:
@@ -176,7 +252,8 @@ def _resolve_generic(
     if name == "dict":
         key = resolved[0]
         if not (isinstance(key, ir.Builtin) and key.name in ("str", "int")):
-            ctx.error(shift(base, raw.args[0].offset), "dict keys must be str or int")
+            where_key = shift(base, raw.args[0].offset, len(raw.args[0].name))
+            ctx.error(where_key, "dict keys must be str or int")
             return None
         return ir.DictOf(key, resolved[1])
     if raw.variadic:

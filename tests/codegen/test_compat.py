@@ -482,13 +482,14 @@ def test_an_old_version_that_does_not_compile_is_shown_as_ref_and_path(
     (repo / "schema" / "geo.yml").write_text(
         "schema: geo\nversion: 1\ntypes:\n  Point:\n    struct:\n      x: {type: float}\n"
     )
-    code, out, _ = against(repo, capsys, "HEAD")
-    assert (code, out) == (
-        1,
-        "HEAD:schema/geo.yml:3:12: type 'P' needs exactly one of struct, union, mapping "
-        "(found none)\n"
-        "HEAD:schema/transit.yaml:15:18: unknown type 'geo.Point'\n",
-    )
+    code, out, err = against(repo, capsys, "HEAD")
+    assert (code, out) == (1, "")
+    assert [line for line in err.splitlines() if ": error: " in line] == [
+        "HEAD:schema/geo.yml:3:12: error: type 'P' needs exactly one of struct, union, mapping "
+        "(found none)",
+        "HEAD:schema/transit.yaml:15:18: error: unknown type 'geo.Point'",
+    ]
+    assert "3 | types: {P: {}}" in err  # the old version's own line, from the ref
 
 
 def test_against_a_git_ref_of_the_project() -> None:
