@@ -172,6 +172,14 @@ def run_compat(args: argparse.Namespace) -> int:
     older = args.against or "the older version"
     for source in report.new:
         print(f"new: {source} (not in {older}; nothing to compare)")
+    for major in report.majors:  # a new major version: allowed to break, and says what
+        print(major)
+        for change in major.changes:
+            note = "" if change.breaking else "note: "
+            print(
+                f"{change.position}: {note}{change.subject}: {change.message} "
+                f"[major version {major.old} -> {major.new}]"
+            )
     for change in report.changes:
         print(change)
     if breaking:
@@ -181,7 +189,14 @@ def run_compat(args: argparse.Namespace) -> int:
         )
         return FINDINGS
     new_count = f", {len(report.new)} new" if report.new else ""
-    print(f"ok: {len(report.compared)} schema(s) compatible with {older}{new_count}")
+    compatible = len(report.compared) - len(report.majors)
+    if report.majors:
+        print(
+            f"ok: {compatible} schema(s) compatible with {older}, {len(report.majors)} with a "
+            f"new major version{new_count}"
+        )
+    else:
+        print(f"ok: {len(report.compared)} schema(s) compatible with {older}{new_count}")
     return CLEAN
 
 

@@ -39,7 +39,7 @@ from mmcodec.runtime.tensors import DecodeContext as _DecodeContext
 from mmcodec.runtime.tensors import EncodeContext as _EncodeContext
 from mmcodec.runtime.tensors import reserve_tables as _reserve_tables
 
-_RUNTIME_API = 2  # the runtime API level this module was generated for
+_RUNTIME_API = 3  # the runtime API level this module was generated for
 _api.require_api(_RUNTIME_API, module=__name__)
 
 # Per message, the values of these types sent so far: ctx.tables[index] (see reserve_tables).

@@ -8,8 +8,8 @@ IR returned. One module per job:
   the checks that need the whole schema;
 * :mod:`.files` reads a file's top level (name, version, imports, exports, declarations);
 * :mod:`.names` holds the language's key tables and naming rules;
-* :mod:`.types` resolves type expressions; :mod:`.structs`, :mod:`.unions` and
-  :mod:`.mappings` lower one kind of declaration each;
+* :mod:`.types` resolves type expressions; :mod:`.structs`, :mod:`.unions`,
+  :mod:`.mappings` and :mod:`.enums` lower one kind of declaration each;
 * :mod:`.checks` holds the whole-schema checks (tags, recursion, Python identities);
 * :mod:`.context` the diagnostics being collected and the helpers every check shares.
 """
@@ -19,6 +19,7 @@ from mmcodec.codegen.validate.names import (
     FIELD_KEYS,
     FILE_KEYS,
     MAPPING_KEYS,
+    MEMBER_KEYS,
     RESERVED_SCHEMA_NAMES,
     RESERVED_TYPE_NAMES,
     TYPE_KEYS,
@@ -30,6 +31,7 @@ __all__ = [
     "FIELD_KEYS",
     "FILE_KEYS",
     "MAPPING_KEYS",
+    "MEMBER_KEYS",
     "RESERVED_SCHEMA_NAMES",
     "RESERVED_TYPE_NAMES",
     "TYPE_KEYS",

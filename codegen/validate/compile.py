@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mmcodec.codegen import bindings, ir
 from mmcodec.codegen.diagnostics import SchemaErrors
-from mmcodec.codegen.load import LoadedFile
+from mmcodec.codegen.load import LoadedFile, Map
 from mmcodec.codegen.validate.checks import (
     check_base_cases,
     check_mapping_cycles,
@@ -16,6 +16,7 @@ from mmcodec.codegen.validate.checks import (
     check_struct_tags,
 )
 from mmcodec.codegen.validate.context import Context, FileInfo, optional_str, position_of
+from mmcodec.codegen.validate.enums import lower_enum
 from mmcodec.codegen.validate.files import check_import_cycles, read_file
 from mmcodec.codegen.validate.mappings import lower_mapping
 from mmcodec.codegen.validate.names import lower_binding
@@ -84,11 +85,17 @@ def _lower_file(ctx: Context, info: FileInfo, infos: dict[Path, FileInfo]) -> ir
             union = lower_union(ctx, scope, decl, doc, binding)
             if union is not None:
                 types.append(union)
+        elif decl.kind == "enum":
+            enum = lower_enum(ctx, decl, doc, binding)
+            if enum is not None:
+                types.append(enum)
         else:
             mapping = lower_mapping(ctx, scope, decl, doc, binding)
             if mapping is not None:
                 types.append(mapping)
     used_modules = sorted({infos[p].module for p in info.imports.values() if p in infos})
+    top = info.loaded.root
+    version = top.get("version") if isinstance(top, Map) else None
     return ir.Module(
         name=info.module,
         major=info.major,
@@ -98,4 +105,5 @@ def _lower_file(ctx: Context, info: FileInfo, infos: dict[Path, FileInfo]) -> ir
         imports=tuple(used_modules),
         types=tuple(types),
         exports=info.exports,
+        version_position=version.position if version is not None else None,
     )

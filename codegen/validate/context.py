@@ -22,6 +22,15 @@ class Context:
     def error(self, position: Position, message: str, hint: str = "") -> None:
         self.diagnostics.append(Diagnostic(position, message, hint))
 
+    def written(self, position: Position) -> str:
+        """The text a one-line node spans in its file, as written (``""`` if unknown)."""
+        loaded = next((f for f in self.files.values() if f.display_path == position.file), None)
+        lines = loaded.text.split("\n") if loaded else []
+        if not position.length or position.line > len(lines):
+            return ""
+        start = position.column - 1
+        return lines[position.line - 1][start : start + position.length]
+
     def sources(self) -> dict[str, str]:
         """The text of every file read, by displayed path (for the errors' excerpts)."""
         return {f.display_path: f.text for f in self.files.values()}

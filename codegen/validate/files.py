@@ -199,7 +199,7 @@ def declare(ctx: Context, key: Scalar, body: Node) -> Declared | None:
         what = "none" if not kinds else " and ".join(kinds)
         ctx.error(
             body.position,
-            f"type {name!r} needs exactly one of struct, union, mapping (found {what})",
+            f"type {name!r} needs exactly one of {', '.join(KINDS)} (found {what})",
         )
         return None
     if not ok:

@@ -26,8 +26,9 @@ def lower_mapping(
         return None
     key = lower_type(ctx, scope, key_node)
     value = lower_type(ctx, scope, value_node)
-    if key is not None and not (isinstance(key, ir.Builtin) and key.name in ("str", "int")):
-        ctx.error(key_node.position, f"mapping {decl.name!r}: keys must be str or int")
+    problem = None if key is None else scope.key_problem(key)
+    if problem is not None:
+        ctx.error(key_node.position, f"mapping {decl.name!r}: {problem}")
         return None
     if key is None or value is None:
         return None

@@ -14,8 +14,8 @@ from mmcodec.codegen.load import Scalar
 from mmcodec.codegen.validate.context import Context, Declared
 
 FILE_KEYS = ("schema", "version", "doc", "imports", "exports", "types")
-TYPE_KEYS = ("doc", "bind", "struct", "union", "mapping")
-KINDS = ("struct", "union", "mapping")
+TYPE_KEYS = ("doc", "bind", "struct", "union", "mapping", "enum")
+KINDS = ("struct", "union", "mapping", "enum")
 FIELD_KEYS = (
     "type",
     "default",
@@ -29,6 +29,7 @@ FIELD_KEYS = (
     "pattern",
 )
 VARIANT_KEYS = ("tag", "type", "doc")
+MEMBER_KEYS = ("value", "doc")
 MAPPING_KEYS = ("key", "value")
 GENERICS = {"list": 1, "tuple": None, "dict": 2, "optional": 1}
 

@@ -12,9 +12,11 @@ from mmcodec.codegen.validate.context import (
     Context,
     Declared,
     closest,
+    did_you_mean,
     optional_str,
     unknown_keys,
 )
+from mmcodec.codegen.validate.enums import member_values
 from mmcodec.codegen.validate.names import FIELD_KEYS, IDENTIFIER, NUMERIC, SIZED
 from mmcodec.codegen.validate.types import Scope, lower_type, render_type
 
@@ -103,7 +105,7 @@ def _lower_field(
     if type_expr is None or not valid_name:
         return None
     constraints = ir.Constraints()
-    default: ir.Default | ir.NoDefault = ir.NoDefault()
+    default: ir.Default | ir.MemberDefault | ir.NoDefault = ir.NoDefault()
     doc = ""
     if spec_map is not None:
         doc = optional_str(ctx, spec_map, "doc") or ""
@@ -114,7 +116,12 @@ def _lower_field(
             # A default is checked against constraints only when they are valid: a
             # constraint already reported is no reason for a second error here.
             valid = constraints if len(ctx.diagnostics) == errors_before else ir.Constraints()
-            default = _lower_default(ctx, default_node, type_expr, valid, f"{owner}.{name}")
+            where = f"{owner}.{name}"
+            target = _constraint_target(type_expr)
+            if scope.kind_of(target) == "enum" and not _is_null(default_node):
+                default = _enum_default(ctx, scope, default_node, target, where)
+            else:
+                default = _lower_default(ctx, default_node, type_expr, valid, where)
     return ir.Field(name, type_expr, default, constraints, doc, key.position)
 
 
@@ -189,6 +196,35 @@ def _lower_constraints(
 
 def describe(type_expr: ir.TypeExpr) -> str:
     return render_type(type_expr)
+
+
+def _is_null(node: Node) -> bool:
+    return isinstance(node, Scalar) and node.value is None
+
+
+def _enum_default(
+    ctx: Context, scope: Scope, node: Node, target: ir.TypeExpr, where: str
+) -> ir.MemberDefault | ir.NoDefault:
+    """The default of an enum-typed field names one of its members."""
+    assert isinstance(target, ir.Named)
+    found = scope.lookup(
+        target.name if target.module == scope.info.module else f"{target.module}.{target.name}"
+    )
+    assert found is not None
+    members = member_values(found[1])
+    value = node.value if isinstance(node, Scalar) else None
+    if isinstance(value, str) and value in members:
+        return ir.MemberDefault(value, members[value])
+    names = {v: n for n, v in members.items()}
+    if type(value) in (int, str) and value in names:
+        hint = (
+            f"a default names a member: did you mean {names[value]!r} (whose value is {value!r})?"
+        )
+    else:
+        hint = did_you_mean(str(value), members) if isinstance(value, str) else ""
+    shown = "null" if value is None else repr(value) if isinstance(node, Scalar) else "a collection"
+    ctx.error(node.position, f"{where}: default {shown} is not a member of {target.name}", hint)
+    return ir.NoDefault()
 
 
 def _lower_default(

@@ -63,6 +63,21 @@ class Scope:
             target not in self.infos for target in self.info.imports.values()
         )
 
+    def kind_of(self, t: ir.TypeExpr) -> str | None:
+        """``struct``, ``union``, ``mapping`` or ``enum`` for a named type, else None."""
+        if not isinstance(t, ir.Named):
+            return None
+        found = self.lookup(t.name if t.module == self.info.module else f"{t.module}.{t.name}")
+        return found[1].kind if found else None
+
+    def key_problem(self, t: ir.TypeExpr) -> str | None:
+        """Why ``t`` cannot be a dict's key (str, int and enums can), or None."""
+        if isinstance(t, ir.Builtin) and t.name in ("str", "int"):
+            return None
+        if self.kind_of(t) == "enum":
+            return None
+        return "keys must be str, int or an enum"
+
     def candidates(self) -> list[str]:
         names = [*ir.BUILTINS, *GENERICS, *self.info.declared]
         for module, other in self.imported().items():
@@ -251,9 +266,10 @@ def _resolve_generic(
         return ir.OptionalOf(resolved[0])
     if name == "dict":
         key = resolved[0]
-        if not (isinstance(key, ir.Builtin) and key.name in ("str", "int")):
+        problem = scope.key_problem(key)
+        if problem is not None:
             where_key = shift(base, raw.args[0].offset, len(raw.args[0].name))
-            ctx.error(where_key, "dict keys must be str or int")
+            ctx.error(where_key, f"dict {problem}")
             return None
         return ir.DictOf(key, resolved[1])
     if raw.variadic:

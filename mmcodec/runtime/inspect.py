@@ -20,6 +20,7 @@ extension types rejected). Nothing here imports anything a message names.
 from __future__ import annotations
 
 import contextlib
+import enum
 import math
 import types
 import typing
@@ -345,6 +346,8 @@ class _Typed:
             return _bytes_node(value)
         if isinstance(value, float):
             return _json_float(value)
+        if isinstance(value, enum.Enum):  # a member shows as the value that travelled
+            return value.value
         return value  # None, bool, int, str
 
     def _union(self, value: Any, members: tuple[Any, ...], path: str) -> Any:

@@ -32,7 +32,7 @@ from mmcodec.runtime.tensors import reserve_tables as _reserve_tables
 
 from . import common as _common
 
-_RUNTIME_API = 2  # the runtime API level this module was generated for
+_RUNTIME_API = 3  # the runtime API level this module was generated for
 _api.require_api(_RUNTIME_API, module=__name__)
 
 # Per message, the values of these types sent so far: ctx.tables[index] (see reserve_tables).
