@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import tempfile
@@ -26,7 +27,14 @@ from mmcodec.codegen.diagnostics import (
 from mmcodec.codegen.gitref import Tree, checkout_schemas
 from mmcodec.codegen.jsonschema import schema_language_json
 from mmcodec.codegen.load import schema_files
-from mmcodec.codegen.output import Plan, plan_output, survey, write
+from mmcodec.codegen.output import (
+    Plan,
+    default_package,
+    generate_command,
+    plan_output,
+    survey,
+    write,
+)
 from mmcodec.codegen.validate import compile_schemas
 
 
@@ -81,12 +89,20 @@ def _fix_command(args: argparse.Namespace, force: bool = False) -> str:
 
 def _plan(args: argparse.Namespace) -> tuple[Path, Path, Plan]:
     root = _root(args)
-    out = args.out or DEFAULT_OUT
+    out = _from_root(args.out or DEFAULT_OUT, root)
     out_dir = (root / out).resolve()
-    package = args.package or Path(out).as_posix().strip("/").replace("/", ".")
-    files = schema_files([root / (args.schemas or DEFAULT_SCHEMAS)], root)
+    package = args.package or default_package(out)
+    schemas = args.schemas or DEFAULT_SCHEMAS
+    files = schema_files([root / schemas], root)
     modules = compile_schemas(files, root)
-    return root, out_dir, plan_output(modules, package)
+    command = generate_command(_from_root(schemas, root), out, package)
+    return root, out_dir, plan_output(modules, package, command)
+
+
+def _from_root(path: str, root: Path) -> str:
+    """``path`` (as given, relative to ``root`` or absolute) relative to ``root``, spelled
+    the same whatever the spelling given (``./schema/``) and wherever the project is."""
+    return Path(os.path.relpath(os.path.normpath(root / path), root)).as_posix()
 
 
 def run_generate(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ as ``ruff format`` would break them (:mod:`~mmcodec.codegen.layout`).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,7 +48,10 @@ _IMPORTS = (
     Import("collections.abc", "Sequence"),
     Import("enum", "IntEnum"),
     Import("enum", "StrEnum"),
-    *(Import("typing", name) for name in ("Annotated", "Any", "TypeAlias", "TypeVar")),
+    *(
+        Import("typing", name)
+        for name in ("TYPE_CHECKING", "Annotated", "Any", "TypeAlias", "TypeVar")
+    ),
     Import("msgspec"),
     Import("torch"),
     Import("mmcodec.runtime", "api", "_api"),
@@ -296,6 +300,26 @@ def _module_doc(module: ir.Module) -> str:
     return f"{module.doc}\n\n{usage}"
 
 
+def command_lines(command: str, width: int = layout.WIDTH - len("#   ") - len(" \\")) -> list[str]:
+    """A shell command in lines of at most ``width`` characters, an option beside its value
+    (a longer pair keeps a line of its own). The caller ends each line but the last with
+    `` \\``, as a shell continues a line."""
+    words = [shlex.quote(word) for word in shlex.split(command)]
+    groups: list[str] = []
+    for word in words:
+        if groups and groups[-1].startswith("--") and " " not in groups[-1]:
+            groups[-1] += " " + word  # --out generated
+        else:
+            groups.append(word)
+    lines: list[str] = []
+    for group in groups:
+        if lines and len(lines[-1]) + 1 + len(group) <= width:
+            lines[-1] += " " + group
+        else:
+            lines.append(group)
+    return lines
+
+
 def _keywords(constraints: ir.Constraints) -> Code:
     """``ge=0, pattern="..."``: the constraints as keyword arguments."""
     pairs = [
@@ -304,8 +328,11 @@ def _keywords(constraints: ir.Constraints) -> Code:
     return code(*pairs)
 
 
-def render_module(module: ir.Module, all_modules: list[ir.Module], package: str) -> str:
-    """The Python source of one generated module, laid out as ``ruff format`` would."""
+def render_module(
+    module: ir.Module, all_modules: list[ir.Module], package: str, command: str = "mmcodec generate"
+) -> str:
+    """The Python source of one generated module, laid out as ``ruff format`` would;
+    its header names ``command``, the command that regenerates it."""
     # Type definitions by wire identity, from the schemas' own modules: a bindings
     # module has the same types (its classes aside) under the same schema name.
     defs = {(m.name, t.name): t for m in all_modules if m.python_name == m.name for t in m.types}
@@ -351,6 +378,7 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
     context = {
         "module": module,
         "doc": docstring(_module_doc(module)),
+        "regenerate": [pysource.comment(line) for line in command_lines(command)],
         "generator_version": GENERATOR_VERSION,
         "runtime_api": API_LEVEL,
         "types": types,
@@ -462,7 +490,7 @@ def _wire_order(module: ir.Module) -> list[str]:
 def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
     base: dict[str, object] = {
         "name": t.name,
-        "doc": docstring(t.doc),
+        "doc": docstring(t.doc) if t.doc else None,  # no doc: no docstring, not an empty one
         "bound": t.binding is not None,
         "wire": f"_{t.name}Wire",
         "to_wire": f"_{t.name}_to_wire",
@@ -527,7 +555,6 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
     elif isinstance(t, ir.EnumDef):
         base.update(
             kind="enum",
-            doc=docstring(t.doc) if t.doc else None,
             wire=t.name,  # the class itself travels (by value)
             from_wire="_b.identity",
             base="StrEnum" if isinstance(t.members[0].value, str) else "IntEnum",
