@@ -321,3 +321,34 @@ def test_inspect_shows_enum_values_as_json() -> None:
     fields = json.loads(json.dumps(description))["body"]["fields"]
     assert (fields["modality"], fields["levels"], fields["mode"]) == ("audio", [0, -1], "image")
     assert (fields["priorities"], fields["urgent"], fields["unit"]) == ({"$tuple": [2, 1]}, 2, "px")
+
+
+def test_a_bindings_file_binds_an_enum_to_an_existing_class(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second binding of the same wire: the schema's enum there is the app's Priority."""
+    (tmp_path / "schema").mkdir()
+    (tmp_path / "schema" / "jobs.yaml").write_text(
+        "schema: jobs\nversion: 1\ntypes:\n"
+        "  Priority:\n    enum: {LOW: 1, HIGH: 2}\n"
+        "  Job:\n    struct:\n      priority: {type: Priority, default: LOW}\n"
+    )
+    (tmp_path / "schema" / "jobs.app.yaml").write_text(
+        "bindings: jobs_app\nschema: jobs.yaml\n"
+        "bind: {Priority: tests.bound_classes.Priority, Job: generated}\n"
+    )
+    assert main(["--root", str(tmp_path), "generate", "--out", "jobs_pkg"]) == 0
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        generated = importlib.import_module("jobs_pkg.jobs")
+        bound = importlib.import_module("jobs_pkg.jobs_app")
+        assert bound.Priority is Priority and generated.Priority is not Priority
+        assert bound.Job().priority is Priority.LOW
+        # One wire: a message from either module decodes with the other.
+        frames = generated.encode(generated.Job(priority=generated.Priority.HIGH))
+        assert bound.decode(frames, bound.Job).priority is Priority.HIGH
+        back = generated.decode(bound.encode(bound.Job(priority=Priority.HIGH)), generated.Job)
+        assert back.priority is generated.Priority.HIGH
+    finally:
+        for name in [n for n in sys.modules if n.partition(".")[0] == "jobs_pkg"]:
+            del sys.modules[name]
