@@ -26,7 +26,7 @@ from mmcodec.codegen.diagnostics import (
 from mmcodec.codegen.gitref import Tree, checkout_schemas
 from mmcodec.codegen.jsonschema import schema_language_json
 from mmcodec.codegen.load import schema_files
-from mmcodec.codegen.output import Plan, plan_output, survey, write
+from mmcodec.codegen.output import Plan, display, plan_output, survey, write
 from mmcodec.codegen.validate import compile_schemas
 
 
@@ -108,8 +108,8 @@ def run_check(args: argparse.Namespace) -> int:
     fix = None
     if found.foreign:
         fix = (
-            f"move the foreign files out of {out_dir}, or run: {_fix_command(args, force=True)}"
-            " (removes them)"
+            f"move the foreign files out of {display(out_dir)}, or run: "
+            f"{_fix_command(args, force=True)} (removes them)"
         )
     elif problems:
         fix = f"run: {_fix_command(args)}"
@@ -119,7 +119,9 @@ def run_check(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return FINDINGS if problems else CLEAN
     for kind, path in problems:
-        print(f"{kind}: {path}" + (" (not written by mmcodec)" if kind == "foreign" else ""))
+        print(
+            f"{kind}: {display(path)}" + (" (not written by mmcodec)" if kind == "foreign" else "")
+        )
     if fix is not None:
         print(fix)
         return FINDINGS
