@@ -33,8 +33,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first, from TORCH_SPEC/TORCH_INDEX: an unpinned torch pulls a multi-GB CUDA build.
 	$(PY) -m pip install --quiet $(TORCH_INDEX) '$(TORCH_SPEC)'
-	# Then the project: the newest versions its ranges allow (torch is already satisfied).
-	$(PY) -m pip install --quiet -e '.[test,dev,bench]'
+	# Then the project: the newest versions its ranges allow. The pin goes along, so the
+	# torch extra's range is met by the build just installed, never by another download.
+	$(PY) -m pip install --quiet -e '.[torch,test,dev,bench]' '$(TORCH_SPEC)'
 	touch $(STAMP)
 
 generate: venv
