@@ -100,7 +100,7 @@ def test_help_documents_the_exit_codes(
 
 
 def test_docs_state_the_same_exit_codes() -> None:
-    docs = (ROOT / "docs" / "schema-language.md").read_text()
+    docs = (ROOT / "docs" / "cli.md").read_text()
     for code, meaning in re.findall(r"^  ([012])  (\w[^:]*):", cli.EXIT_CODES, re.M):
         assert f"| {code} | {meaning} |" in docs, (code, meaning)
 
