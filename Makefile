@@ -28,7 +28,8 @@ VLLM_ENV := VLLM_TARGET_DEVICE=cpu VLLM_LOGGING_LEVEL=WARNING
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# mmcodec/__init__.py holds the version, which the installed metadata repeats.
+$(STAMP): pyproject.toml mmcodec/__init__.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first, from TORCH_SPEC/TORCH_INDEX: an unpinned torch pulls a multi-GB CUDA build.
@@ -80,7 +81,7 @@ bench-ray: venv
 
 venv-vllm: $(VLLM_STAMP)
 
-$(VLLM_STAMP): $(VLLM_REQUIREMENTS) pyproject.toml
+$(VLLM_STAMP): $(VLLM_REQUIREMENTS) pyproject.toml mmcodec/__init__.py
 	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install --quiet --upgrade pip
 	$(VLLM_PY) -m pip install --quiet --no-deps $(TORCH_INDEX) -r $(VLLM_REQUIREMENTS)
