@@ -28,13 +28,15 @@ VLLM_ENV := VLLM_TARGET_DEVICE=cpu VLLM_LOGGING_LEVEL=WARNING
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# mmcodec/__init__.py holds the version, which the installed metadata repeats.
+$(STAMP): pyproject.toml mmcodec/__init__.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first, from TORCH_SPEC/TORCH_INDEX: an unpinned torch pulls a multi-GB CUDA build.
 	$(PY) -m pip install --quiet $(TORCH_INDEX) '$(TORCH_SPEC)'
-	# Then the project: the newest versions its ranges allow (torch is already satisfied).
-	$(PY) -m pip install --quiet -e '.[test,dev,bench]'
+	# Then the project: the newest versions its ranges allow. The pin goes along, so the
+	# torch extra's range is met by the build just installed, never by another download.
+	$(PY) -m pip install --quiet -e '.[torch,test,dev,bench]' '$(TORCH_SPEC)'
 	touch $(STAMP)
 
 generate: venv
@@ -79,7 +81,7 @@ bench-ray: venv
 
 venv-vllm: $(VLLM_STAMP)
 
-$(VLLM_STAMP): $(VLLM_REQUIREMENTS) pyproject.toml
+$(VLLM_STAMP): $(VLLM_REQUIREMENTS) pyproject.toml mmcodec/__init__.py
 	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install --quiet --upgrade pip
 	$(VLLM_PY) -m pip install --quiet --no-deps $(TORCH_INDEX) -r $(VLLM_REQUIREMENTS)

@@ -143,7 +143,8 @@ def _stats(s: Stats) -> str:
 
 
 def _ratio(row: dict[Any, Any], op: str, stat: str = "median") -> float:
-    """vLLM's ``stat`` ÷ mmcodec's; ``"p10"``: both codecs in the host's fast mode (README)."""
+    """vLLM's ``stat`` ÷ mmcodec's; ``"p10"``: both codecs in the host's fast mode
+    (docs/performance.md)."""
     vllm, ours = row[("vllm", op)], row[("mmcodec", op)]
     return getattr(vllm, stat) / getattr(ours, stat)  # type: ignore[no-any-return]
 

@@ -10,4 +10,7 @@ The compiler never imports generated code. Installed as ``mmcodec.codegen``; its
 command is ``mmcodec`` (``python -m mmcodec.codegen``).
 """
 
-GENERATOR_VERSION = "0.3.0"
+from mmcodec import __version__
+
+GENERATOR_VERSION = __version__
+"""Named in every generated header: the compiler ships with the runtime, one version."""

@@ -33,7 +33,7 @@ from mmcodec.codegen import ir
 from mmcodec.codegen.diagnostics import Diagnostic, Position
 from mmcodec.codegen.load import LoadedFile, Map, Scalar
 from mmcodec.codegen.validate.checks import python_identity
-from mmcodec.codegen.validate.context import closest, did_you_mean
+from mmcodec.codegen.validate.context import closest, did_you_mean, referenced_file
 from mmcodec.codegen.validate.names import (
     BINDING,
     MODULE_NAME,
@@ -53,13 +53,14 @@ def is_bindings_file(top: Map) -> bool:
     return top.get("bindings") is not None
 
 
-def schema_paths(loaded: LoadedFile) -> list[Path]:
-    """The schema file a bindings file names, to be compiled with it (if it names one)."""
+def schema_paths(loaded: LoadedFile, root: Path) -> list[Path]:
+    """The schema file a bindings file names, to be compiled with it (if it names one
+    that may be read: see :func:`~mmcodec.codegen.validate.context.referenced_file`)."""
     top = loaded.root
     node = top.get("schema") if isinstance(top, Map) else None
     if isinstance(node, Scalar) and isinstance(node.value, str):
-        target = (loaded.path.parent / node.value).resolve()
-        if target.is_file():
+        target = referenced_file(loaded.path.parent, node.value, root)
+        if isinstance(target, Path):
             return [target]
     return []
 
@@ -69,6 +70,7 @@ def lower_bindings(
     loaded: LoadedFile,
     schemas: dict[Path, ir.Module],
     modules: list[ir.Module],
+    root: Path,
 ) -> ir.Module | None:
     """The bound module: the schema's module with this file's classes, name and exports.
 
@@ -94,7 +96,7 @@ def lower_bindings(
             hint = did_you_mean(name, BINDINGS_KEYS)
             error(key.position, f"unknown key {name!r} in bindings file", hint)
     python_name = _module_name(error, top, modules)
-    schema = _bound_schema(error, loaded, top, schemas)
+    schema = _bound_schema(error, loaded, top, schemas, root)
     doc = _string(error, top, "doc")
     bind = top.get("bind")
     if schema is None:
@@ -143,7 +145,7 @@ def _module_name(error: _Error, top: Map, modules: list[ir.Module]) -> str | Non
 
 
 def _bound_schema(
-    error: _Error, loaded: LoadedFile, top: Map, schemas: dict[Path, ir.Module]
+    error: _Error, loaded: LoadedFile, top: Map, schemas: dict[Path, ir.Module], root: Path
 ) -> ir.Module | None:
     node = top.get("schema")
     if not (isinstance(node, Scalar) and isinstance(node.value, str)):
@@ -152,11 +154,13 @@ def _bound_schema(
             "'schema' names the schema file this file binds (a path relative to it)",
         )
         return None
-    target = (loaded.path.parent / node.value).resolve()
+    target = referenced_file(loaded.path.parent, node.value, root)
+    if isinstance(target, str):
+        error(node.position, f"bound schema {node.value!r} {target}")
+        return None
     schema = schemas.get(target)
     if schema is None:
-        found = "is not a schema file" if target.is_file() else "not found"
-        error(node.position, f"bound schema {node.value!r} {found}")
+        error(node.position, f"bound schema {node.value!r} is not a schema file")
     return schema
 
 

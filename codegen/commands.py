@@ -30,6 +30,7 @@ from mmcodec.codegen.load import schema_files
 from mmcodec.codegen.output import (
     Plan,
     default_package,
+    display,
     generate_command,
     plan_output,
     survey,
@@ -125,8 +126,8 @@ def run_check(args: argparse.Namespace) -> int:
     fix = None
     if found.foreign:
         fix = (
-            f"move the foreign files out of {out_dir}, or run: {_fix_command(args, force=True)}"
-            " (removes them)"
+            f"move the foreign files out of {display(out_dir)}, or run: "
+            f"{_fix_command(args, force=True)} (removes them)"
         )
     elif problems:
         fix = f"run: {_fix_command(args)}"
@@ -136,7 +137,9 @@ def run_check(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return FINDINGS if problems else CLEAN
     for kind, path in problems:
-        print(f"{kind}: {path}" + (" (not written by mmcodec)" if kind == "foreign" else ""))
+        print(
+            f"{kind}: {display(path)}" + (" (not written by mmcodec)" if kind == "foreign" else "")
+        )
     if fix is not None:
         print(fix)
         return FINDINGS
@@ -206,11 +209,13 @@ def run_compat(args: argparse.Namespace) -> int:
         return FINDINGS
     new_count = f", {len(report.new)} new" if report.new else ""
     compatible = len(report.compared) - len(report.majors)
-    if report.majors:
+    if report.majors and compatible:
         print(
             f"ok: {compatible} schema(s) compatible with {older}, {len(report.majors)} with a "
             f"new major version{new_count}"
         )
+    elif report.majors:
+        print(f"ok: {len(report.majors)} schema(s) with a new major version{new_count}")
     else:
         print(f"ok: {len(report.compared)} schema(s) compatible with {older}{new_count}")
     return CLEAN

@@ -20,9 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 from mmcodec.runtime import framing
-from mmcodec.runtime.codec import codec_of
 from mmcodec.runtime.errors import DecodeError
-from mmcodec.runtime.inspect import describe, render_text
 from mmcodec.runtime.limits import DEFAULT_LIMITS
 
 HELP = "show a captured message (an encode_bytes buffer or saved frames) as a tree"
@@ -46,6 +44,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not with the parser: they import torch, which no other command needs.
+    from mmcodec.runtime.codec import codec_of
+    from mmcodec.runtime.inspect import describe, render_text
+
     if args.tensors < 0:
         return _usage("--tensors takes a count >= 0")
     codec = None

@@ -3,3 +3,16 @@
 
 # Regenerate after changing the schemas:
 #   mmcodec generate --schemas schema --out generated --package mmcodec.generated
+
+# Every module of the package needs torch: without it, say once what to install.
+try:
+    import torch
+except ModuleNotFoundError as e:
+    if e.name != "torch":
+        raise
+    raise ModuleNotFoundError(
+        f"{__name__} needs torch: pip install 'mmcodec[torch]', or first the torch build "
+        "you want (CPU or CUDA: https://pytorch.org/get-started/locally/)",
+        name="torch",
+    ) from None
+del torch

@@ -41,7 +41,7 @@ def compile_schemas(paths: Iterable[Path], root: Path) -> list[ir.Module]:
         info = read_file(ctx, path, root)
         if isinstance(info, LoadedFile):  # a bindings file: lowered once its schema is
             bindings_files[path] = info
-            pending.extend(bindings.schema_paths(info))
+            pending.extend(bindings.schema_paths(info, root))
             continue
         if info is None:
             continue
@@ -65,7 +65,7 @@ def compile_schemas(paths: Iterable[Path], root: Path) -> list[ir.Module]:
     check_python_identities(ctx, modules, infos)
     by_source = {info.loaded.path: m for info, m in zip(infos.values(), modules, strict=True)}
     for loaded in bindings_files.values():
-        bound = bindings.lower_bindings(ctx.diagnostics, loaded, by_source, modules)
+        bound = bindings.lower_bindings(ctx.diagnostics, loaded, by_source, modules, root)
         if bound is not None:
             modules.append(bound)
     if ctx.diagnostics:

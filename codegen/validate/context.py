@@ -69,6 +69,34 @@ def display_path(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
+SCHEMA_SUFFIXES = (".yaml", ".yml")
+
+
+def referenced_file(base: Path, value: str, root: Path) -> Path | str:
+    """The schema file that ``value`` (an import, a bindings file's ``schema``) names,
+    relative to the file's folder ``base``; or why it may not be read.
+
+    Schemas may come from an untrusted contributor, so a reference stays inside the
+    project root (symlinks resolved first; for a file outside the root, inside its own
+    folder): no absolute paths, no ``..`` out of it, and only ``*.yaml``/``*.yml``
+    files, so that an error message never quotes another kind of file.
+    """
+    if Path(value).is_absolute() or value.startswith("~"):
+        return "must be a path relative to the file that names it, not an absolute path"
+    limit = root.resolve()
+    if not base.resolve().is_relative_to(limit):
+        limit = base.resolve()
+    target = (base / value).resolve()
+    if not target.is_relative_to(limit):
+        where = "the project root" if limit == root.resolve() else "the folder of the file"
+        return f"leaves {where} ({limit.as_posix()})"
+    if target.suffix not in SCHEMA_SUFFIXES:
+        return "is not a schema file (*.yaml, *.yml)"
+    if not target.is_file():
+        return "not found"
+    return target
+
+
 def unknown_keys(ctx: Context, node: Map, allowed: tuple[str, ...], what: str) -> dict[str, str]:
     """Report keys outside ``allowed``; return the allowed keys suggested for them
     (suggestion -> the key as written).

@@ -17,6 +17,7 @@ from mmcodec.codegen.validate.context import (
     display_path,
     optional_str,
     position_of,
+    referenced_file,
     required_str,
     unknown_keys,
     value_position,
@@ -25,6 +26,7 @@ from mmcodec.codegen.validate.names import (
     BINDING,
     FILE_KEYS,
     KINDS,
+    MAX_MAJOR,
     MODULE_NAME,
     RESERVED_SCHEMA_NAMES,
     RESERVED_TYPE_NAMES,
@@ -112,6 +114,10 @@ def read_file(ctx: Context, path: Path, root: Path) -> FileInfo | LoadedFile | N
         ctx.error(top.position, "missing key 'version' (the schema's major version, an int)")
     elif not (isinstance(version, Scalar) and type(version.value) is int and version.value >= 0):
         ctx.error(version.position, "'version' must be a non-negative int")
+    elif version.value > MAX_MAJOR:
+        ctx.error(
+            version.position, f"'version' must be at most {MAX_MAJOR} (it travels as an int64)"
+        )
     else:
         major = version.value
     doc = optional_str(ctx, top, "doc") or ""
@@ -125,9 +131,9 @@ def read_file(ctx: Context, path: Path, root: Path) -> FileInfo | LoadedFile | N
                 if not (isinstance(item, Scalar) and isinstance(item.value, str)):
                     ctx.error(item.position, "an import is a path to a schema file")
                     continue
-                target = (path.parent / item.value).resolve()
-                if not target.is_file():
-                    ctx.error(item.position, f"imported schema file {item.value!r} not found")
+                target = referenced_file(path.parent, item.value, root)
+                if isinstance(target, str):
+                    ctx.error(item.position, f"imported schema file {item.value!r} {target}")
                     continue
                 if target == path:
                     ctx.error(item.position, "a schema file cannot import itself")

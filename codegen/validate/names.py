@@ -66,6 +66,8 @@ RESERVED_TYPE_NAMES = frozenset(
     }
 )
 # A schema named "b" would be imported by others as `_b`, the runtime helpers' alias.
+MAX_MAJOR = (1 << 63) - 1
+"""A schema's major version travels in every envelope as an int64."""
 RESERVED_SCHEMA_NAMES = frozenset({"b", "codec", "wire"})
 IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 MODULE_NAME = re.compile(r"[a-z][a-z0-9_]*")

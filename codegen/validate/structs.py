@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import keyword
+import math
 import operator
 import re
+import subprocess
+import sys
 
 from mmcodec.codegen import ir
 from mmcodec.codegen.load import Map, Node, Scalar, Seq
@@ -158,6 +162,10 @@ def _lower_constraints(
             if isinstance(target, ir.Builtin) and target.name == "int" and type(value) is float:
                 ctx.error(node.position, f"{where}: {name!r} of an int field must be an int")
                 continue
+            problem = _number_problem(value)  # type: ignore[arg-type]  # int or float here
+            if problem:
+                ctx.error(node.position, f"{where}: {name!r} {problem}")
+                continue
         elif name in ("min_length", "max_length"):
             if not sized:
                 ctx.error(
@@ -166,8 +174,8 @@ def _lower_constraints(
                     f"or dict field, not {describe(type_expr)}",
                 )
                 continue
-            if type(value) is not int or value < 0:
-                ctx.error(node.position, f"{where}: {name!r} must be a non-negative int")
+            if type(value) is not int or not 0 <= value <= INT64_MAX:
+                ctx.error(node.position, f"{where}: {name!r} must be an int from 0 to 2**63 - 1")
                 continue
         else:
             if not (isinstance(target, ir.Builtin) and target.name == "str"):
@@ -265,8 +273,38 @@ def _satisfies(value: object, name: str, bound: int | float | str) -> bool:
         if name == "max_length":
             return len(value) <= bound
     if name == "pattern" and isinstance(value, str) and isinstance(bound, str):
-        return re.search(bound, value) is not None
+        return _pattern_matches(bound, value)
     return True
+
+
+PATTERN_SECONDS = 2.0
+"""How long the compiler lets a pattern run against a field's default."""
+
+
+def _pattern_matches(pattern: str, text: str) -> bool:
+    """``re.search(pattern, text)``, in a child process stopped after :data:`PATTERN_SECONDS`.
+
+    A schema's author writes both, and a pattern with nested quantifiers can take
+    exponential time (``(a+)+$``): the compiler must not hang on one. A pattern that runs
+    out of time counts as not matching (the default is reported), and ``re`` cannot be
+    interrupted from a thread, hence the process. Only fields with both a pattern and a
+    default pay it.
+    """
+    probe = (
+        "import json, re, sys; pattern, text = json.load(sys.stdin); "
+        "sys.exit(0 if re.search(pattern, text) else 1)"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", probe],
+            input=json.dumps([pattern, text]).encode("ascii"),
+            capture_output=True,
+            timeout=PATTERN_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
 
 
 def _default_problem(node: Node, t: ir.TypeExpr) -> tuple[str, str] | None:
@@ -294,7 +332,8 @@ def _default_problem(node: Node, t: ir.TypeExpr) -> tuple[str, str] | None:
             "bytes": type(value) is bytes,
         }.get(target.name)
         if ok:
-            return None
+            problem = _int_problem(value) if type(value) is int else None
+            return None if problem is None else (problem, "")
         if ok is None:
             return (
                 f"is not supported for type {spelled}",
@@ -316,3 +355,23 @@ def _unquote_hint(value: object, target: str) -> str:
     else:
         fits = target == "bool" and text in ("true", "false")
     return f"remove the quotes: {text}" if fits else ""
+
+
+INT64_MAX = (1 << 63) - 1
+WIRE_INT_MIN, WIRE_INT_MAX = -(1 << 63), (1 << 64) - 1
+"""The ints msgpack carries (int64 and uint64), and so the ints a field can hold."""
+
+
+def _number_problem(value: int | float) -> str | None:
+    """Why a constraint's bound cannot be checked by a decoder, or None."""
+    if type(value) is float and not math.isfinite(value):
+        return f"must be a finite number, not {value!r}"
+    return _int_problem(value) if type(value) is int else None
+
+
+def _int_problem(value: int) -> str | None:
+    """Why an int cannot travel (a default or a bound), or None. Non-finite float defaults
+    are fine: msgpack carries them."""
+    if not WIRE_INT_MIN <= value <= WIRE_INT_MAX:
+        return f"{value} is out of range: msgpack carries ints from -2**63 to 2**64 - 1"
+    return None

@@ -81,7 +81,12 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any, Final, Protocol, TypeVar
 
-import zmq
+from mmcodec._extras import missing_extra
+
+try:
+    import zmq
+except ModuleNotFoundError as e:
+    raise missing_extra(e, __name__) from None
 
 from mmcodec.runtime.errors import DecodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits

@@ -165,28 +165,3 @@ def test_an_unknown_yaml_error_keeps_pyyaml_words(
         "YAML syntax error: while scanning a block scalar: expected chomping or indentation "
         "indicators, but found 'x'"
     )
-
-
-SHAPES = """\
-schema: shapes
-version: 1
-types:
-  Point:
-    struct:
-      x: int
-  Tag:
-    struct:
-      label: "optinal[str]"
-"""
-
-
-def test_the_documented_example_is_what_validate_prints(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "schema-language.md").read_text()
-    command = "$ mmcodec validate schema/shapes.yaml\n"
-    shown = doc[doc.index(command) + len(command) :].split("```")[0]
-    (tmp_path / "schema").mkdir()
-    (tmp_path / "schema" / "shapes.yaml").write_text(SHAPES)
-    assert main(["--root", str(tmp_path), "validate", "schema/shapes.yaml"]) == 1
-    assert capsys.readouterr().err == shown
