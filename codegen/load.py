@@ -118,7 +118,12 @@ def load_file(path: Path, display_path: str, diagnostics: list[Diagnostic]) -> L
         return LoadedFile(path, display_path, text, None)
     if node is None:
         return LoadedFile(path, display_path, text, None)
-    return LoadedFile(path, display_path, text, _convert(node, display_path, diagnostics, {}))
+    try:
+        root = _convert(node, display_path, diagnostics, {})
+    except yaml.constructor.ConstructorError as e:  # a tag that does not fit its value
+        diagnostics.append(yamlerrors.describe(e, text, display_path))
+        return LoadedFile(path, display_path, text, None)
+    return LoadedFile(path, display_path, text, root)
 
 
 def _position(node: yaml.Node, file: str) -> Position:
@@ -245,5 +250,17 @@ def _convert_new(
 
 
 def _scalar_value(node: yaml.ScalarNode) -> Any:
-    """The scalar as YAML's safe core schema types it (int, float, bool, None or str)."""
-    return _Loader("").construct_object(node, deep=True)
+    """The scalar as YAML's safe core schema types it (int, float, bool, None or str).
+
+    An explicit tag can ask for what the value is not (``!!int abc``, ``!!bool maybe``) or
+    for a type no safe loader knows (``!!python/object:...``): a ConstructorError then, as
+    PyYAML raises for the latter, never another exception.
+    """
+    try:
+        return _Loader("").construct_object(node, deep=True)
+    except yaml.constructor.ConstructorError:
+        raise
+    except (ValueError, KeyError, TypeError, OverflowError) as e:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{node.value!r} is not a valid {node.tag}", node.start_mark
+        ) from e

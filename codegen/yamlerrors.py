@@ -26,6 +26,8 @@ def describe(error: yaml.MarkedYAMLError, text: str, file: str) -> Diagnostic:
     mark = error.problem_mark or error.context_mark
     at = (mark.line, mark.column) if mark else (0, 0)
     opened = error.context_mark
+    if isinstance(error, yaml.constructor.ConstructorError):
+        return _tag(problem, at, lines, file)
     for explain in (_indentation, _colon, _missing_colon, _character, _string, _flow, _alias):
         found = explain(problem, context, at, opened, lines, file)
         if found is not None:
@@ -303,3 +305,26 @@ def _alias(
             "remove the '---' line, or put the second document in a file of its own",
         )
     return None
+
+
+_TAG_PREFIX = "tag:yaml.org,2002:"
+
+
+def _tag(problem: str, at: tuple[int, int], lines: list[str], file: str) -> Diagnostic:
+    """An explicit tag (``!!int abc``, ``!!python/object:os.system``) that does not fit its
+    value, or that no safe loader knows: a schema needs no tags."""
+    line = lines[at[0]] if at[0] < len(lines) else ""
+    written = line[at[1] :].split(" ", 1)[0]
+    unknown = re.fullmatch(r"could not determine a constructor for the tag '(.+)'", problem)
+    kinds = re.fullmatch(r"expected a (\w+) node, but found (\w+)", problem)
+    if unknown is not None:
+        message = f"unknown tag {unknown[1].replace(_TAG_PREFIX, '!!')!r}"
+    elif kinds is not None:
+        message = f"{written} asks for a {kinds[1]}, but the value is a {kinds[2]}"
+    else:
+        message = problem.replace(_TAG_PREFIX, "!!")
+    return Diagnostic(
+        _position(file, lines, *at, len(written)),
+        f"{message}: a schema holds plain YAML values",
+        "remove the tag (quote a text that starts with '!')",
+    )

@@ -132,6 +132,22 @@ YAML_ERRORS = {
         "1:18: unmatched ']'",
         "remove it, or open it with '['",
     ),
+    "tag of a type no safe loader knows": (
+        "doc: !!python/object:os.system x\n",
+        "1:6: unknown tag '!!python/object:os.system': a schema holds plain YAML values",
+        "remove the tag (quote a text that starts with '!')",
+    ),
+    "tag that does not fit its value": (
+        "version: !!int one\n",
+        "1:10: 'one' is not a valid !!int: a schema holds plain YAML values",
+        "remove the tag (quote a text that starts with '!')",
+    ),
+    "tag of another kind of node": (
+        "doc: !!map text\n",
+        "1:6: !!map asks for a mapping, but the value is a scalar: a schema holds plain YAML "
+        "values",
+        "remove the tag (quote a text that starts with '!')",
+    ),
     "two documents": (
         "schema: a\n---\nschema: b\n",
         "2:1: a second YAML document: a schema file holds one",
