@@ -4,7 +4,7 @@ The checks of docs/security.md's step 4, building nothing: what ``mmcodec inspec
 to a message it shows without a schema module, where torch need not be installed. The
 decoder applies the same checks on its hot path, with torch's dtype table
 (:func:`mmcodec.runtime.tensors.check_runs` and ``check_refs``);
-``tests/codegen/test_inspect_bounds.py`` holds both to the same verdicts and messages.
+``tests/codegen/test_inspect_without_torch.py`` holds both to the same verdicts and messages.
 """
 
 from __future__ import annotations
