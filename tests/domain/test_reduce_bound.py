@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -200,3 +201,9 @@ def test_a_flat_reduce_builds_only_within_the_bound(shapes: list[list[int]], rat
         out = field.reduce_data(elems, limits=limits)
         assert isinstance(out, torch.Tensor)
         assert out.shape == (len(tensors), *widths)
+
+
+def test_the_security_doc_s_example_runs() -> None:
+    doc = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+    [block] = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.DOTALL)
+    exec(compile(block, str(doc), "exec"), {"__name__": "security_doc_example"})
