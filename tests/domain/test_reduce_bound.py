@@ -179,10 +179,14 @@ def test_ragged_audio_pads_within_the_default() -> None:
         assert not row[:, clip.shape[-1] :].any()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
-    shapes=st.lists(st.lists(st.integers(0, 6), min_size=2, max_size=2), min_size=1, max_size=4),
-    ratio=st.integers(1, 4),
+    shapes=st.lists(
+        st.lists(st.sampled_from([0, 0, 1, 8, 32, 64]), min_size=2, max_size=2),
+        min_size=1,
+        max_size=4,
+    ),
+    ratio=st.integers(1, 3),
 )
 def test_a_flat_reduce_builds_only_within_the_bound(shapes: list[list[int]], ratio: int) -> None:
     tensors = [torch.ones(1, *shape) for shape in shapes]
