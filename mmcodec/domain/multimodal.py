@@ -133,7 +133,7 @@ class BatchedField(BaseMultiModalField):
             # Same result as torch.stack, without a copy when the tensor is contiguous.
             return _contiguous(first.unsqueeze(0), bound)
         if all(t.shape == first.shape and t.dtype == first.dtype for t in tensors):
-            bound.check(len(tensors) * tensor_bytes(first.shape, first.dtype))
+            bound.check_tensors(len(tensors) * tensor_bytes(first.shape, first.dtype))
             return torch.stack(tensors)
         return datas
 
@@ -205,13 +205,13 @@ class FlatField(BaseMultiModalField):
             dtype = torch.promote_types(dtype, t.dtype)  # what torch.cat produces
         off_dim = first.shape[:dim] + first.shape[dim + 1 :]
         if all(t.shape[:dim] + t.shape[dim + 1 :] == off_dim for t in tensors):
-            bound.check(sum(t.numel() for t in tensors) * dtype.itemsize)
+            bound.check_tensors(sum(t.numel() for t in tensors) * dtype.itemsize)
             return torch.cat(tensors, dim=dim)
         # Ragged off `dim` (e.g. audio of different lengths): zero-pad every other dimension
         # to its maximum, as vLLM does, by writing each tensor into a zeroed output.
         sizes = [max(t.shape[d] for t in tensors) for d in range(ndim)]
         sizes[dim] = sum(t.shape[dim] for t in tensors)
-        bound.check(tensor_bytes(sizes, dtype))
+        bound.check_tensors(tensor_bytes(sizes, dtype))
         out = torch.zeros(sizes, dtype=dtype, device=first.device)
         start = 0
         for t in tensors:
@@ -274,7 +274,7 @@ def _contiguous(t: torch.Tensor, bound: ReduceBound) -> torch.Tensor:
     """``t`` itself when contiguous (no copy, nothing to check), else a checked copy."""
     if t.is_contiguous():
         return t
-    bound.check(tensor_bytes(t.shape, t.dtype))
+    bound.check_tensors(tensor_bytes(t.shape, t.dtype))
     return t.contiguous()
 
 

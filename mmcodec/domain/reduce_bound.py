@@ -116,10 +116,17 @@ class ReduceBound:
         self.what = what
         """What is being reduced, for the error: "'pixel_values'", "3 elements"."""
 
+    def check_tensors(self, building: int) -> None:
+        """:meth:`check`, for elements that are all tensors."""
+        if building > self.ratio * TENSOR_BYTES * len({*map(id, self.datas)}):
+            self._check(building)  # else the common case, in a few C loops
+
     def check(self, building: int) -> None:
         """Raise ValueError if building ``building`` bytes exceeds the bound."""
-        if building <= self.ratio * _held_at_least(self.datas):
-            return  # the common case, without reading any tensor's memory layout
+        if building > self.ratio * _held_at_least(self.datas):
+            self._check(building)  # else the common case: no tensor's layout read
+
+    def _check(self, building: int) -> None:
         held = held_bytes(self.datas)
         if building > self.ratio * held:
             raise ValueError(
