@@ -260,3 +260,21 @@ def test_stdin_is_read_as_it_comes(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_load_frames_refuses_a_file_over_the_limit_unread(tmp_path: Path) -> None:
+    path = tmp_path / "big.mmc"
+    with path.open("wb") as f:
+        f.truncate(256 << 20)  # sparse
+    error, peak = traced_peak(lambda: _raises(lambda: framing.load_frames(path, SMALL)))
+    assert str(error) == f"$: {256 << 20} bytes exceed the limit of {SMALL.max_total_bytes}"
+    assert peak < 1 << 20  # read whole before (256 MB)
+
+
+SMALL = mm.Limits(max_total_bytes=1 << 20)
+
+
+def _raises(call: Callable[[], Any]) -> Exception:
+    with pytest.raises(mm.DecodeError) as caught:
+        call()
+    return caught.value
