@@ -16,7 +16,7 @@ import bisect
 import contextlib
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import msgspec
@@ -132,19 +132,27 @@ class RawBody:
 
 def check_raw(body: Any, limits: Limits) -> None:
     """What the decoder would bound in a body it cannot type: nesting and container sizes
-    (extension types are refused while decoding). Visits every container, shown or not."""
+    (extension types are refused while decoding). Visits every container, shown or not,
+    a level at a time: a pointer per container, however many there are."""
     max_depth = limits.max_depth + 64  # schema types nest a few levels; nested tensors max_depth
-    stack = [(body, 0)]
-    while stack:
-        value, depth = stack.pop()
+    level = [body] if isinstance(body, list | tuple | dict) else []
+    depth = 0
+    while level:
         if depth > max_depth:
             raise DecodeError(f"body nested deeper than {max_depth} levels")
-        if len(value) > limits.max_elements:
-            raise DecodeError(f"{len(value)} elements exceed the limit of {limits.max_elements}")
-        items = value.values() if isinstance(value, dict) else value
-        stack.extend((item, depth + 1) for item in items if isinstance(item, list | tuple | dict))
-        if isinstance(value, dict):
-            stack.extend((key, depth + 1) for key in value if isinstance(key, tuple))
+        below: list[Any] = []
+        for value in level:
+            if len(value) > limits.max_elements:
+                raise DecodeError(
+                    f"{len(value)} elements exceed the limit of {limits.max_elements}"
+                )
+            items: Iterable[Any] = value
+            if isinstance(value, dict):
+                below.extend(key for key in value if isinstance(key, tuple))
+                items = value.values()
+            below.extend(item for item in items if isinstance(item, list | tuple | dict))
+        level = below
+        depth += 1
 
 
 # -- with the schema's wire types -----------------------------------------------------

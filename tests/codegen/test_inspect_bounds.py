@@ -278,3 +278,13 @@ def _raises(call: Callable[[], Any]) -> Exception:
     with pytest.raises(mm.DecodeError) as caught:
         call()
     return caught.value
+
+
+def test_a_body_of_a_million_empty_lists_costs_in_proportion_by_position() -> None:
+    body = b"\xdd" + (1_000_000).to_bytes(4, "big") + b"\x90" * 1_000_000
+    head = ["mmc", 2, "multimodal", 1, "MultiModalKwargsItem", [], []]
+    header = b"\x98" + b"".join(msgspec.msgpack.encode(x) for x in head) + body
+    capture = bytes(framing.join([memoryview(header)]))
+    (tree, _), peak = traced_peak(lambda: described(capture, False))
+    assert tree["truncated"] is True
+    assert peak < PER_BYTE * len(capture) + FIXED, peak
