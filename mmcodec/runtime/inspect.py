@@ -89,9 +89,10 @@ def describe(
     ``{"first", "count", "step"}`` stands for ``count`` entries ``first``, ``first +
     step``, ...; empty when references are positions), ``tensors`` (one entry per
     tensor of the runs, numbered in run order), ``body_type`` (None without a codec),
-    ``body`` and ``truncated``. Body nodes are JSON scalars, lists, or objects with one
-    ``$`` key saying what they are: ``{"$struct": name, "fields": {...}}``,
-    ``{"$dict": [[key, value], ...], "$type"?}``, ``{"$tuple": [...]}``,
+    ``body`` and ``truncated``. A tensor entry's ``values`` stop where the budget does
+    (``values_omitted`` says how many more were asked for). Body nodes are JSON scalars,
+    lists, or objects with one ``$`` key saying what they are: ``{"$struct": name,
+    "fields": {...}}``, ``{"$dict": [[key, value], ...], "$type"?}``, ``{"$tuple": [...]}``,
     ``{"$tensor": number, "dtype", "shape", "again"?: first path}``, ``{"$ref": type,
     "index", "to": path}`` (a back-reference), ``{"$slice": [start, stop, step]}``,
     ``{"$bytes": length, "hex": leading bytes}``, ``{"$str": leading characters,
@@ -271,5 +272,9 @@ def _tensor_entry(at: _Position, values: int, budget: Budget) -> dict[str, Any]:
         n = min(values, max(1, budget.left // _VALUE_CHARS))
         entry["values"] = first_values(dtype, buffer, start, numel, n)
         text += _VALUE_CHARS * len(entry["values"])
+        left_out = min(values, numel) - len(entry["values"])
+        if left_out > 0:
+            entry["values_omitted"] = left_out
+            budget.spent_out = True
     budget.spend(1, text)
     return entry

@@ -46,7 +46,10 @@ def render_text(description: dict[str, Any]) -> str:
             continue
         line = f"  tensor {t['tensor']}: {t['dtype']}{t['shape']} (run {t['run']} #{t['index']})"
         if "values" in t:
-            line += " = [" + ", ".join(str(v) for v in t["values"]) + "]"
+            shown = [str(v) for v in t["values"]]
+            if "values_omitted" in t:
+                shown.append(f"... {t['values_omitted']} more")
+            line += " = [" + ", ".join(shown) + "]"
         lines.append(line)
     by_position = description["body_type"] is None
     lines.append("body (by position; --module names fields):" if by_position else "body:")

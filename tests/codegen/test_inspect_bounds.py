@@ -288,3 +288,17 @@ def test_a_body_of_a_million_empty_lists_costs_in_proportion_by_position() -> No
     (tree, _), peak = traced_peak(lambda: described(capture, False))
     assert tree["truncated"] is True
     assert peak < PER_BYTE * len(capture) + FIXED, peak
+
+
+def test_tensor_values_stop_at_the_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    t = torch.arange(100_000, dtype=torch.int32)
+    item = mm.MultiModalKwargsItem({"x": mm.MultiModalFieldElem(t, mm.BatchedField())})
+    tree, text = described(bytes(mm.encode_bytes(item)), False, values=10**9, max_output=4096)
+    [entry] = tree["tensors"]
+    shown = len(entry["values"])
+    assert entry["values"] == list(range(shown)) and 100 < shown < 4096 // 16
+    assert entry["values_omitted"] == 100_000 - shown
+    assert f", ... {100_000 - shown} more]\n" in text
+    assert tree["truncated"] is True
