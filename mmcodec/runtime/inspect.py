@@ -133,14 +133,27 @@ def _describe(
         codec.decode(views, named.python_type, limits=limits)
     layouts, total = runs.check_runs(envelope.tensors, views, limits)
     runs.check_refs(envelope.refs, layouts, total, limits)
-    if codec is None:
+    if codec is None or named is None:
         raw = _raw_body(envelope.body)
-        check_raw(raw, limits)
+        check_raw(raw, limits)  # all of it, before only a part may be shown
+
+        def make_body() -> Any:
+            return RawBody(budget).node(raw, 1)
+
     else:
-        wire = named.decoder.decode(envelope.body)  # type: ignore[union-attr]
+        wire = named.decoder.decode(envelope.body)  # the real decode accepted it
+        shapes = [(run.dtype, list(run.shape), run.count) for run in envelope.tensors]
+        names = SchemaNames((t.name, t.wire_type) for t in codec.types)
+        typed = TypedBody(names, TensorTable(envelope.refs, shapes), budget)
+        wire_type = named.wire_type
+
+        def make_body() -> Any:
+            return typed.node(wire, wire_type, ROOT, 1)
 
     described: dict[str, Any] = {
-        "frames": bounded(budget, len(views), enumerate(views), _frame_entry),
+        "frames": bounded(
+            budget, len(views), enumerate(views), lambda entry: _frame_entry(entry, budget)
+        ),
         "envelope": {
             "wire_version": envelope.wire_version,
             "schema": envelope.schema,
@@ -159,16 +172,7 @@ def _describe(
         ),
         "body_type": None if named is None else named.name,
     }
-    if budget.exhausted:
-        described["body"] = budget.omitted(1)
-    elif codec is None:
-        described["body"] = RawBody(budget).node(raw, 1)
-    else:
-        shapes = [(run.dtype, list(run.shape), run.count) for run in envelope.tensors]
-        table = TensorTable(envelope.refs, shapes)
-        names = SchemaNames((t.name, t.wire_type) for t in codec.types)
-        body = TypedBody(names, table, budget)
-        described["body"] = body.node(wire, named.wire_type, ROOT, 1)  # type: ignore[union-attr]
+    described["body"] = budget.omitted(1) if budget.exhausted else make_body()
     described["truncated"] = budget.spent_out
     return described
 
@@ -193,8 +197,9 @@ def _raw_body(body: msgspec.Raw) -> Any:
         raise DecodeError(f"malformed message body: {e}") from None
 
 
-def _frame_entry(entry: tuple[int, memoryview]) -> dict[str, Any]:
+def _frame_entry(entry: tuple[int, memoryview], budget: Budget) -> dict[str, Any]:
     number, view = entry
+    budget.spend(0, 16)
     return {"frame": number, "bytes": view.nbytes, "role": "header" if number == 0 else "payload"}
 
 
