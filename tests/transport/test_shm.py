@@ -174,6 +174,33 @@ def test_the_sender_writing_its_segment_changes_decoded_tensors(
     assert received.view(torch.uint8)[5] == 7  # the same pages: no copy was made
 
 
+def mappings_of(name: str) -> dict[tuple[int, int], str]:
+    """(start, end) -> permissions of this process's mappings of memfd ``name``."""
+    found = {}
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            span, perms, *_ = line.split()
+            if line.rstrip().endswith(f"/memfd:{name} (deleted)"):
+                start, end = (int(x, 16) for x in span.split("-"))
+                found[(start, end)] = perms
+    return found
+
+
+def test_decoded_tensors_view_a_read_only_mapping(
+    sockets: Sockets, pool: SharedMemoryPool, attacher: SharedMemoryAttacher
+) -> None:
+    """Only the sender's own mapping of the segment is writable; the board is the readers'."""
+    push, pull = pair(sockets, "read-only")
+    mmzmq.send(push, mm, item(x=torch.ones(BIG)), shm=pool)
+    x = tensor_of(mmzmq.recv(pull, mm, mm.MultiModalKwargsItem, shm=attacher), "x")
+    segment = mappings_of(pool.name)
+    assert sorted(segment.values()) == ["r--s", "rw-s"]  # the reader's, the sender's
+    (reader,) = [span for span, perms in segment.items() if perms == "r--s"]
+    assert reader[0] <= x.data_ptr() and x.data_ptr() + x.nbytes <= reader[1]
+    assert sorted(mappings_of(pool.name + "-board").values()) == ["rw-s", "rw-s"]
+    del x
+
+
 def test_recv_routed_reads_shared_frames(
     sockets: Sockets, pool: SharedMemoryPool, attacher: SharedMemoryAttacher
 ) -> None:

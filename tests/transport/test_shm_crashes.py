@@ -3,7 +3,7 @@
 A killed sender leaves nothing behind (its segment is a memfd: no file, and its memory
 goes with the last mapping), its receivers learn it is gone, and the views they hold stay
 valid; a receiver killed while holding views gives its regions back within a bounded
-time. Files that pools of layout 2 (mmcodec 0.3) left in ``/dev/shm`` are still swept.
+time. Files that pools of layout 2 (before memfds) left in ``/dev/shm`` are still swept.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def test_a_killed_sender_leaves_nothing_and_the_views_of_its_readers_stay_valid(
 
 
 def plant_legacy(directory: Path, name: str, *, version: int | None = 2) -> Path:
-    """A file as a pool of layout 2 (mmcodec 0.3) made it; no header if ``version`` is None."""
+    """A file as a pool of layout 2 (before memfds) made it; no header if ``version`` is None."""
     path = directory / name
     header = (
         b"" if version is None else struct.pack("<8sIIIIQQ", b"mmcshm\0\0", version, 1, 1, 0, 0, 0)

@@ -1,4 +1,4 @@
-"""Files that pools of mmcodec 0.3 and earlier (layout 2) left in ``/dev/shm``.
+"""Files that pools of layout 2 (before segments were memfds) left in ``/dev/shm``.
 
 Those pools kept their segment in a named file, ``/dev/shm/mmcodec-<32 hex digits>``,
 which a pool killed by SIGKILL could not unlink. Pools now use memfds, which leave

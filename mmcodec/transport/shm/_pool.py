@@ -140,7 +140,7 @@ class SharedMemoryPool:
             lease = DEFAULT_FANOUT_LEASE_S if readers > 1 else None
         if lease is not None and not lease > 0:
             raise ValueError(f"lease must be positive seconds or None, not {lease}")
-        sweep()  # files that pools of mmcodec 0.3 and earlier left in /dev/shm
+        sweep()  # files that pools of layout 2 (before memfds) left in /dev/shm
         self.readers = readers
         self.min_frame_bytes = min_frame_bytes
         self.tickets = tickets
