@@ -41,6 +41,7 @@ from mmcodec.runtime.wire import (
     Envelope,
     EnvelopeHead,
     TensorRun,
+    check_format,
     typed_envelope,
 )
 
@@ -332,17 +333,6 @@ class SchemaCodec:
             )
         if head.root != named.name:
             raise DecodeError(f"message holds a {head.root}, not a {named.name}")
-
-
-def check_format(head: Any) -> None:
-    """An envelope's magic and wire version (``head``: any object with those fields)."""
-    if head.magic != MAGIC:
-        raise DecodeError(f"frame 0 is not an mmcodec header (magic {head.magic!r})")
-    if head.wire_version != WIRE_VERSION:
-        raise DecodeError(
-            f"wire format version {head.wire_version} is not supported "
-            f"(this decoder reads version {WIRE_VERSION})"
-        )
 
 
 def codec_of(module: ModuleType) -> SchemaCodec:

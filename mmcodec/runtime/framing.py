@@ -160,5 +160,12 @@ def save_frames(frames: Sequence[Any], path: str | os.PathLike[str]) -> None:
 
 
 def load_frames(path: str | os.PathLike[str], limits: Limits = DEFAULT_LIMITS) -> list[memoryview]:
-    """The frames saved in ``path`` by :func:`save_frames` (or an ``encode_bytes`` buffer)."""
-    return split(Path(path).read_bytes(), limits)
+    """The frames saved in ``path`` by :func:`save_frames` (or an ``encode_bytes`` buffer).
+
+    A file larger than ``limits.max_total_bytes`` is refused from its size, unread.
+    """
+    with Path(path).open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limits.max_total_bytes:
+            raise DecodeError(f"{size} bytes exceed the limit of {limits.max_total_bytes}")
+        return split(f.read(), limits)

@@ -202,7 +202,9 @@ def test_what_needs_an_extra_says_which_in_one_line(
         "ModuleNotFoundError: mmcodec.integrations.ray needs ray: pip install 'mmcodec[ray]'"
     )
     (project / "message.mmc").write_bytes(b"")
-    assert mmcodec("inspect", "message.mmc") == (
+    code, out, err = mmcodec("inspect", "message.mmc")  # by position: no torch needed
+    assert (code, out) == (1, "") and "frame table" in err, err
+    assert mmcodec("inspect", "--module", "shapes_codec.shapes", "message.mmc") == (
         2,
         "",
         "mmcodec inspect needs torch: pip install 'mmcodec[torch]'\n",
