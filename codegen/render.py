@@ -14,6 +14,7 @@ as ``ruff format`` would break them (:mod:`~mmcodec.codegen.layout`).
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -68,9 +69,13 @@ _IMPORTS = (
 )
 
 
+@functools.cache
 def environment() -> jinja2.Environment:
-    """Templates print only what :mod:`~mmcodec.codegen.pysource` allows (``finalize``):
-    schema text reaches them as literals, docstrings and comments, never as itself."""
+    """The template environment, one per process (compiling the template per module was
+    half of ``mmcodec check``'s time).
+
+    Templates print only what :mod:`~mmcodec.codegen.pysource` allows (``finalize``): schema
+    text reaches them as literals, docstrings and comments, never as itself."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(_TEMPLATES),
         undefined=jinja2.StrictUndefined,

@@ -131,8 +131,8 @@ def test_a_missing_module_no_extra_provides_is_left_as_python_says_it() -> None:
 @pytest.mark.parametrize(
     ("argv", "blocked", "line"),
     [
-        (
-            ["inspect", "x.mmc"],
+        (  # by position inspect needs no torch; --module imports a generated codec
+            ["inspect", "--module", "mmcodec.generated.multimodal", "x.mmc"],
             "torch",
             "mmcodec inspect needs torch: pip install 'mmcodec[torch]'",
         ),
