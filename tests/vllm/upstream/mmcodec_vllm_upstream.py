@@ -23,7 +23,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("vLLM's load_general_plugins() did not install mmcodec")
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from mmcodec.integrations.vllm import installed
 
-    return f"mmcodec installed by vLLM's load_general_plugins (shared-memory cache: {installed()})"
+    terminalreporter.write_line(
+        f"mmcodec installed by vLLM's load_general_plugins (shared-memory cache: {installed()})"
+    )
