@@ -42,7 +42,9 @@ import pytest
 ROOT: Final = Path(__file__).resolve().parents[2]
 PLUGIN_DIR: Final = Path(__file__).resolve().parent / "upstream"
 VERSION: Final = "0.33.0"
-SOURCE: Final = Path(os.environ.get("MMCODEC_VLLM_SOURCE", ROOT / ".venv-vllm" / f"vllm-{VERSION}-src"))
+SOURCE: Final = Path(
+    os.environ.get("MMCODEC_VLLM_SOURCE", ROOT / ".venv-vllm" / f"vllm-{VERSION}-src")
+)
 """Where the unpacked sdist lives (``MMCODEC_VLLM_SOURCE`` points elsewhere)."""
 
 SERIAL: Final = "tests/v1/test_serial_utils.py"
@@ -169,7 +171,8 @@ def _passed_by_file(report: Path) -> dict[str, int]:
             continue
         path = case.get("classname", "").split(".")
         for file in PASSED:
-            if path[: len(Path(file).with_suffix("").parts)] == list(Path(file).with_suffix("").parts):
+            module = list(Path(file).with_suffix("").parts)
+            if path[: len(module)] == module:
                 passed[file] = passed.get(file, 0) + 1
     return passed
 
