@@ -40,7 +40,8 @@ def _through_serde(value: Any) -> Any:
 
 @pytest.mark.parametrize("name", list(PAYLOADS))
 def test_items_and_item_maps_round_trip_strictly_without_pickle(name: str) -> None:
-    items = PAYLOADS[name](2, api=vi)
+    make: Any = PAYLOADS[name]
+    items = make(2, api=vi)
     each = [item for entries in items.values() for item in entries]
     with PickleSpy() as spy:
         decoded_map = _through_serde(items)
