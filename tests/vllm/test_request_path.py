@@ -16,6 +16,7 @@ from vllm.v1.engine import EngineCoreRequest
 from vllm.v1.engine.tensor_ipc import TensorIpcReceiver, TensorIpcSender
 from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
 
+from mmcodec.generated import multimodal_vllm as mv
 from mmcodec.integrations.vllm import MmcodecMsgpackDecoder, MmcodecMsgpackEncoder
 from mmcodec.integrations.vllm.request_path import EXT_CODE
 from mmcodec.payloads import PAYLOADS, qwen2_5_vl, small_items
@@ -90,6 +91,14 @@ def test_only_the_items_change_on_the_wire() -> None:
     assert decoded == [(slot, index, 0) for index in range(5)]
     magic, first, count = struct.unpack("<4sII", bytes(frames[slot]))
     assert (magic, first, first + count) == (b"MMCF", slot + 1, len(frames))
+
+
+def test_a_message_with_one_item_sends_the_item_without_a_container() -> None:
+    item = qwen2_5_vl(0, api=vi)["image"][0]
+    frames = MmcodecMsgpackEncoder().encode([item])
+    assert bytes(frames[1])[:4] == b"MMCI"
+    assert_same(mv.decode(frames[2:], vi.MultiModalKwargsItem), item)
+    assert_same(MmcodecMsgpackDecoder(list[vi.MultiModalKwargsItem]).decode(frames), [item])
 
 
 def test_a_stock_message_decodes_with_the_routed_decoder() -> None:

@@ -12,7 +12,7 @@ Layout of a routed message (frame indices)::
 
     0            vLLM's msgpack header; each routed value is Ext(EXT_CODE, marker)
     1..          vLLM's own payload frames (tensors outside items), as before
-    slot         a 12-byte descriptor: b"MMCF", first mmcodec frame, mmcodec frame count
+    slot         a 12-byte descriptor: b"MMCF" (b"MMCI"), first mmcodec frame, frame count
     first..      the mmcodec message: its header, then its payload frames
 
 ``marker`` is ``<IIB``: the descriptor's frame index, the value's index in the mmcodec
@@ -20,7 +20,9 @@ message, its kind (0 an item, 1 an item map). The mmcodec message is one
 ``MultiModalKwargsItems`` whose entries are, per value ``j``: ``"j"`` -> ``[item]`` for an
 item, or ``"j"`` -> ``[]`` then ``"j:modality"`` -> that modality's list for an item map.
 One message for all the items of a request lets mmcodec send what the items share once
-(vLLM's processors give every item the same field object) and pay its fixed cost once.
+(vLLM's processors give every item the same field object) and pay its fixed cost once. A
+message whose only routed value is one item (descriptor ``b"MMCI"``) sends that item as
+mmcodec's message itself, without the container.
 
 A routed decoder reads stock messages too (a front end not yet upgraded). A stock decoder
 given a routed message raises ``NotImplementedError("Extension type code 77 is not
@@ -47,6 +49,8 @@ EXT_CODE: Final = 77
 _MARKER: Final = struct.Struct("<IIB")
 _DESCRIPTOR: Final = struct.Struct("<4sII")
 _DESCRIPTOR_MAGIC: Final = b"MMCF"
+_SINGLE_ITEM_MAGIC: Final = b"MMCI"
+"""A message whose one routed value is an item: mmcodec's message is that item, no container."""
 _ITEM: Final = 0
 _ITEMS: Final = 1
 _KIND_NAMES: Final = ("MultiModalKwargsItem", "MultiModalKwargsItems")
@@ -88,6 +92,11 @@ class MmcodecMsgpackEncoder(MsgpackEncoder):  # type: ignore[misc]  # vLLM is un
 
     def _finish(self, bufs: list[Any]) -> list[Any]:
         if self._slot < 0:
+            return bufs
+        if len(self._values) == 1 and isinstance(self._values[0], MultiModalKwargsItem):
+            frames = mv.encode(self._values[0], type=MultiModalKwargsItem)
+            bufs[self._slot] = _DESCRIPTOR.pack(_SINGLE_ITEM_MAGIC, len(bufs), len(frames))
+            bufs.extend(frames)
             return bufs
         container: dict[str, list[Any]] = {}
         for index, value in enumerate(self._values):
@@ -170,16 +179,17 @@ class MmcodecMsgpackDecoder(MsgpackDecoder):  # type: ignore[misc]  # vLLM is un
         if descriptor.nbytes != _DESCRIPTOR.size:
             raise DecodeError(f"descriptor of {descriptor.nbytes} bytes, not {_DESCRIPTOR.size}")
         magic, first, count = _DESCRIPTOR.unpack(descriptor)
-        if magic != _DESCRIPTOR_MAGIC:
+        if magic != _DESCRIPTOR_MAGIC and magic != _SINGLE_ITEM_MAGIC:
             raise DecodeError(f"descriptor does not start with {_DESCRIPTOR_MAGIC!r}")
         if not (slot < first and count and first + count <= len(frames)):
             raise DecodeError(
                 f"mmcodec frames {first}..{first + count - 1} out of range ({len(frames)} frames)"
             )
-        container = mv.decode(
-            frames[first : first + count], MultiModalKwargsItems, copy=not self.share_mem
-        )
-        values = _unpack(container)
+        frames = frames[first : first + count]
+        if magic == _SINGLE_ITEM_MAGIC:
+            values = [mv.decode(frames, MultiModalKwargsItem, copy=not self.share_mem)]
+        else:
+            values = _unpack(mv.decode(frames, MultiModalKwargsItems, copy=not self.share_mem))
         self._routed = (slot, values)
         return values
 
