@@ -77,11 +77,14 @@ test-fast: venv
 MUTATE_DIR ?= /tmp/mmcodec-mutate
 MUTANTS ?=
 mutate: venv
-	rm -rf $(MUTATE_DIR) && mkdir -p $(MUTATE_DIR)/mutants/mmcodec
+	rm -rf $(MUTATE_DIR) && mkdir -p $(MUTATE_DIR)/mutants
 	git ls-files -z --cached --others --exclude-standard | xargs -0 cp -a --parents -t $(MUTATE_DIR)
-	# mutmut copies files, not the symlinks that make codegen/ and generated/ part of mmcodec.
-	ln -s ../codegen $(MUTATE_DIR)/mutants/mmcodec/codegen
-	ln -s ../generated $(MUTATE_DIR)/mutants/mmcodec/generated
+	# mutmut walks real folders and names mutants by path, while the code imports
+	# mmcodec.codegen and mmcodec.generated: in the snapshot those are the folders, and the
+	# top-level names the symlinks (the other way round from the repository).
+	cd $(MUTATE_DIR) && for name in codegen generated; do \
+		rm mmcodec/$$name && mv $$name mmcodec/$$name && ln -s mmcodec/$$name $$name && \
+		ln -s mmcodec/$$name mutants/$$name; done
 	cd $(MUTATE_DIR) && $(CURDIR)/$(VENV)/bin/mutmut run --max-children 2 $(MUTANTS)
 	cd $(MUTATE_DIR) && $(CURDIR)/$(PY) -m tests.mutation_scores --survivors $(MUTATE_FLAGS)
 
@@ -89,7 +92,7 @@ mutate: venv
 # the bugs that went through (partial build, compat's insertion check, the planner's
 # aliases, the sender's container check); each must be killed.
 MUTATE_SAMPLE := 'mmcodec.runtime.tensors.x__build_some__mutmut_*' \
-	'codegen.compat.x__compare_structs__mutmut_*' \
+	'mmcodec.codegen.compat.x__compare_structs__mutmut_*' \
 	'mmcodec.runtime.codec.x__check_container_lengths__mutmut_*'
 mutate-sample:
 	$(MAKE) --no-print-directory mutate MUTANTS="$(MUTATE_SAMPLE)" MUTATE_FLAGS=--fail-under=100

@@ -1,7 +1,7 @@
 """Suite-wide collection: which tests are slow, and an order that any seed may shuffle.
 
-``make test`` runs every test in a random order (pytest-randomly; ``-p no:randomly``
-turns it off, ``-p randomly -p "randomly_seed=N"`` or ``--randomly-seed=N`` replays one).
+``make test`` runs every test in a random order (pytest-randomly: ``-p no:randomly`` turns
+it off, ``--randomly-seed=N`` replays the order a run printed at its end).
 The order is shuffled by module, then by test, and then regrouped by package keeping
 that shuffled order: a package-scoped fixture (the two-node Ray cluster of tests/ray)
 starts once, whatever the seed, while packages, modules and tests still run in an order
@@ -98,6 +98,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for index, item in enumerate(items):
         first.setdefault(_package(item), index)
     items.sort(key=lambda item: first[_package(item)])
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    # The order's seed at the end, where a failure is read (-q hides the header with it).
+    seed = terminalreporter.config.getoption("randomly_seed", None)
+    if seed is not None and terminalreporter.config.pluginmanager.has_plugin("randomly"):
+        terminalreporter.write_line(f"random order: replay it with --randomly-seed={seed}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
