@@ -18,8 +18,9 @@ import torch
 
 from mmcodec.generated import multimodal as mm
 from mmcodec.runtime import framing
-from mmcodec.runtime.tensors import EAGER_TENSORS
-from tests.codec.helpers import assert_items_equal
+from mmcodec.runtime.tensors import EAGER_TENSORS, build_tensors, check_runs
+from tests.codec.helpers import assert_items_equal, assert_tensor_equal, inside
+from tests.codec.helpers import header as header_of
 from tests.security.samples import HEAD_BODY, HEAD_TENSORS, RUN_DATA, header, with_header
 
 
@@ -120,6 +121,12 @@ def test_values_are_exact_when_only_some_tensors_of_each_run_are_built(
         item is not None for item in expected["image"]
     ]
     assert_items_equal(decoded, expected)  # tensor by tensor: dtype, shape, bytes
+    # Zero-copy where promised: views of the frames (the header's, inline), or copies.
+    for item in decoded["image"]:
+        for key, elem in (item or {}).items():
+            tensor = elem.data
+            assert isinstance(tensor, torch.Tensor)
+            assert any(inside(tensor, frame) for frame in frames) is not copy, (key, copy)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -129,3 +136,30 @@ def test_values_are_exact_through_the_single_buffer(case: str) -> None:
     frames, expected = _partial(make(), keep)
     buffer = framing.join([memoryview(f) for f in frames])
     assert_items_equal(mm.decode_bytes(buffer, mm.MultiModalKwargsItems), expected)
+
+
+def test_a_partial_build_places_every_tensor_of_a_run_it_skips_or_builds() -> None:
+    # The build itself, given which positions the body reaches: a run none of whose
+    # tensors is reached, then runs reached in part, from their first tensor or later.
+    frames = [memoryview(f) for f in mm.encode(_five_kinds())]
+    layouts, total = check_runs(header_of(frames).tensors, frames, mm.DEFAULT_LIMITS)
+    counts = [layout[2] for layout in layouts]
+    assert counts == [150, 250, 400, 400, 400, 400]
+    reached = bytearray(total)
+    start = 0
+    for run, count in enumerate(counts):
+        if run:  # run 0: nothing reached
+            for position in range(start + run - 1, start + count, 3 + run):
+                reached[position] = 1
+        start += count
+    whole = build_tensors(layouts, copy=False)
+    for copy in (False, True):
+        some = build_tensors(layouts, copy=copy, reached=reached)
+        assert len(some) == total
+        for position, tensor in enumerate(some):
+            assert isinstance(tensor, torch.Tensor), position
+            if reached[position]:
+                assert_tensor_equal(tensor, whole[position], f"tensor {position}")
+                assert (tensor.data_ptr() == whole[position].data_ptr()) is not copy
+            else:
+                assert tensor.numel() == 0, position  # a placeholder, never built

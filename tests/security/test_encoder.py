@@ -349,6 +349,12 @@ def test_a_struct_s_fields_are_not_elements_of_a_container() -> None:
     )
     one = mm.Limits(max_elements=1)
     assert mm.decode(CODEC.encode(spec, limits=one), mm.MultiModalFeatureSpec, limits=one) == spec
+    # A mapping of exactly the limit is sent and taken; one more is refused on both sides.
+    two = mm.Limits(max_elements=2)
+    at_limit = mm.MultiModalKwargsItem({"a": _elem(1), "b": _elem(2)})
+    assert mm.decode(CODEC.encode(at_limit, limits=two), mm.MultiModalKwargsItem, limits=two) == (
+        at_limit
+    )
     item = mm.MultiModalKwargsItem({"a": _elem(1), "b": _elem(2)})  # a mapping: over it
     assert _encode_error(item, one).message == (
         "2 elements exceed the receiver's limit of 1 (max_elements)"
