@@ -74,6 +74,36 @@ def locate_wire_steps(wire_type: Any, value: Any, steps: list[int | Key]) -> str
     return path
 
 
+def counts_elements(wire_type: Any, value: Any, steps: list[int | Key]) -> bool:
+    """Whether ``value[steps[0]][steps[1]]...`` (as in :func:`locate_wire_steps`) is a
+    container whose length a receiver bounds by ``max_elements`` (a list, a variable
+    tuple, a mapping), not a struct or a fixed tuple that merely travels as an array.
+    True when the wire type cannot say: the sender then errs on the safe side."""
+    try:
+        info = _type_info(wire_type)
+        for step in steps:
+            info = _resolve_union(_unwrap(info), value)
+            if isinstance(step, Key):
+                info, value = info.value_type, value[step.key]  # type: ignore[attr-defined]
+            elif isinstance(info, mi.StructType):
+                shift = 1 if info.tag is not None else 0
+                info, value = info.fields[step - shift].type, value[step]
+            elif isinstance(info, mi.TupleType):
+                info, value = info.item_types[step], value[step]
+            else:
+                info, value = info.item_type, value[step]  # type: ignore[attr-defined]
+        info = _resolve_union(_unwrap(info), value)
+    except Exception:  # pragma: no cover - steps come from the same body: a best effort
+        return True
+    return not isinstance(info, (mi.StructType, mi.TupleType))
+
+
+def _unwrap(info: mi.Type) -> mi.Type:
+    while isinstance(info, mi.Metadata):  # wire.NonNegative's marker, say
+        info = info.type
+    return info
+
+
 class Key:
     """A path step that names a mapping's key (msgspec's paths say ``[...]`` instead)."""
 

@@ -25,3 +25,10 @@ def test_the_readme_has_a_vllm_example() -> None:
 def test_the_vllm_examples_of_a_page_run(page: Path, tmp_path: Path) -> None:
     outcome = run_page(page, tmp_path, vllm=True)
     assert outcome.failures == [], "\n\n".join(outcome.failures)
+
+
+def test_the_readme_s_vllm_section_starts_with_installing_and_the_switch() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Using mmcodec inside vLLM\n", 1)[1].split("\n## ", 1)[0]
+    assert section.lstrip().startswith("```sh\npip install mmcodec")
+    assert "`VLLM_PLUGINS`" in section and "(docs/vllm.md)" in section
