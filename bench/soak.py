@@ -24,8 +24,10 @@ mapped shared memory (``RssAnon + RssFile`` of ``/proc/self/status``: the shared
 reader has touched are the sender's, and counted there), and, for senders, the pool's
 occupancy. The run fails (exit status 1) when any value was wrong, a worker died of
 anything but our SIGKILL, a cell verified nothing, a process that lived through the run
-grew by more than 10 % after the warm-up, or a segment file of the run is left in
-``/dev/shm`` at the end.
+grew by more than 10 % after the warm-up, or a segment of the run is left: held (mapped,
+or open) at the end by a process of the run although its sender is dead, or a file of
+that name in ``/dev/shm``. Segments are memfds, freed by the kernel with the last process
+that holds one; so once every worker has exited, none can be left at all.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import argparse
 import contextlib
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -55,6 +58,10 @@ SEEDS: Final = 2
 """Seeds per payload: readers build every expected value once, before they report."""
 RATE_HZ: Final = 8.0
 """Messages per second per sender: enough to fill pools, little enough for a shared host."""
+QUEUE: Final = 8
+"""Messages each data socket queues at most (ZMQ's high-water marks, both ends). A reader
+slower than its sender (a loaded host) then holds a PUSH sender back or misses messages
+of a PUB one, instead of piling up a backlog in its receive queue that reads as a leak."""
 POOL_BYTES: Final = 64 << 20
 REPORT_S: Final = 0.5
 STARTUP_S: Final = 180.0
@@ -63,6 +70,10 @@ KILL_EVERY_S: Final = (2.0, 6.0)
 GROWTH: Final = 0.10
 CELLS: Final = {"ipc": 1, "shm1": 1, "shm4": 4}
 STEADY: Final = {("ipc", "sender"), ("ipc", "reader0"), ("shm1", "reader0"), ("shm4", "reader0")}
+SETTLE_S: Final = 5.0
+"""How long, at the end, readers have to drop the segments of senders killed last (they
+look every REPORT_S)."""
+_SEGMENT: Final = re.compile(r"/memfd:(mmcodec-[0-9a-f]{32})")
 
 
 def _memory() -> int:
@@ -74,6 +85,18 @@ def _memory() -> int:
                 name, value, _ = line.split()
                 fields[name] = int(value) * 1024
     return sum(fields.values())
+
+
+def _segments_held(pid: int) -> set[str]:
+    """The segments (and boards) that process ``pid`` maps or holds a descriptor of."""
+    found: set[str] = set()
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/maps") as maps:
+        found.update(_SEGMENT.findall(maps.read()))
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                found.update(_SEGMENT.findall(os.readlink(f"/proc/{pid}/fd/{fd}")))
+    return found
 
 
 def _tagged(index: int, seed: int, sequence: int) -> mm.MultiModalKwargsItems:
@@ -104,6 +127,7 @@ def _sender(cell: str, data: str, stats: str, stop: list[bool]) -> int:
     context: zmq.Context[Any] = zmq.Context()
     socket = context.socket(zmq.PUSH if readers == 1 else zmq.XPUB)
     socket.setsockopt(zmq.SNDTIMEO, 1000)
+    socket.setsockopt(zmq.SNDHWM, QUEUE)
     socket.setsockopt(zmq.LINGER, 0)
     socket.bind(data)
     report = context.socket(zmq.PUSH)
@@ -125,7 +149,7 @@ def _sender(cell: str, data: str, stats: str, stop: list[bool]) -> int:
             try:
                 mmzmq.send(socket, mm, value, shm=pool, track=False)
                 sent += 1
-            except zmq.Again:  # PUSH with its reader dead: nobody to take it
+            except zmq.Again:  # PUSH with its reader dead or its queue full
                 timeouts += 1
             if time.monotonic() >= next_report:
                 next_report = time.monotonic() + REPORT_S
@@ -162,6 +186,7 @@ def _reader(cell: str, index: int, data: str, stats: str, stop: list[bool]) -> i
     context: zmq.Context[Any] = zmq.Context()
     socket = context.socket(zmq.PULL if readers == 1 else zmq.SUB)
     socket.setsockopt(zmq.LINGER, 0)
+    socket.setsockopt(zmq.RCVHWM, QUEUE)
     if readers > 1:
         socket.setsockopt(zmq.SUBSCRIBE, b"")
     socket.connect(data)
@@ -263,6 +288,7 @@ class Soak:
         self.segments: set[str] = set()
         self.kills = 0
         self.own_memory: list[int] = []
+        self.stale: set[str] = set()
 
     def endpoint(self, cell: str) -> str:
         return f"ipc://{self.directory.name}/{cell}"
@@ -334,7 +360,25 @@ class Soak:
                     self.start(*key)
         return self.finish()
 
+    def stale_segments(self) -> set[str]:
+        """Segments that a live reader holds although their sender is dead (or closed its
+        pool): what a receiver failed to let go of. A live sender holds its own."""
+        live: set[str] = set()
+        held: set[str] = set()
+        for instance in self.current.values():
+            if instance.process.poll() is None:
+                found = _segments_held(instance.process.pid)
+                if instance.role == "sender":
+                    live |= found
+                else:
+                    held |= found
+        return held - live
+
     def finish(self, *, failed: bool = False) -> int:
+        deadline = time.monotonic() + SETTLE_S
+        while (stale := self.stale_segments()) and time.monotonic() < deadline:
+            self.collect(time.monotonic() + REPORT_S)
+        self.stale = stale
         for instance in self.current.values():  # readers first, so senders' pools see them go
             if instance.role != "sender" and instance.process.poll() is None:
                 instance.process.terminate()
@@ -385,6 +429,16 @@ class Soak:
                 f"{wrong:>6} {rejected:>9}",
                 file=out,
             )
+            kinds = sorted(
+                {
+                    re.sub(r"[0-9a-f]{32}|\d+", "N", problem)
+                    for i in self.instances
+                    if i.cell == cell
+                    for problem in i.last.get("problems", [])
+                }
+            )
+            for kind in kinds:
+                print(f"       rejected, for instance: {kind}", file=out)
             if wrong:
                 failures.append(f"{cell}: {wrong} wrong values")
             if not all(verified):
@@ -435,12 +489,16 @@ class Soak:
                 f"end {last.get('occupancy')} (tickets, bytes), {revoked} revoked",
                 file=out,
             )
-        left = sorted(name for name in self.segments if os.path.exists(f"/dev/shm/{name}"))
+        files = sorted(name for name in self.segments if os.path.exists(f"/dev/shm/{name}"))
         print(
-            f"/dev/shm: {len(self.segments)} segments made in the run, {len(left)} left", file=out
+            f"segments: {len(self.segments)} made in the run; at the end {len(self.stale)} of "
+            f"dead senders still held by a live worker, {len(files)} files in /dev/shm",
+            file=out,
         )
-        if left:
-            failures.append(f"segments left in /dev/shm: {left}")
+        if self.stale:
+            failures.append(f"segments of dead senders still held: {sorted(self.stale)}")
+        if files:
+            failures.append(f"segment files left in /dev/shm: {files}")
         for failure in failures:
             print(f"FAIL {failure}", file=out)
         print("soak: PASS" if not failures else "soak: FAIL", file=out)

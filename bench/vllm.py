@@ -6,7 +6,8 @@ On the very same vLLM objects (the design payloads built by ``vllm.multimodal.in
 ``MsgpackDecoder(MultiModalKwargsItems)`` against ``mmcodec.generated.multimodal_vllm``.
 Every decoded tensor is touched (:func:`bench.runner.touch`). vLLM's decoder is given
 ``bytearray`` headers (it warns about read-only ``bytes``); its payload frames, and all of
-ours, are passed as encoded. Writes ``bench/results/vllm.md``.
+ours, are passed as encoded. Then the plugin at every process boundary of vLLM, stock vs
+plugin (:mod:`bench.vllm_sites`). Writes ``bench/results/vllm.md``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import vllm
 import vllm.multimodal.inputs as vi
 from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
 
+from bench import vllm_sites
 from bench.runner import Budget, Stats, measure_interleaved, touch, wire_bytes
 from mmcodec.generated import multimodal_vllm as mv
 from mmcodec.payloads import PAYLOADS, tensor_bytes
@@ -47,6 +49,10 @@ FULL: Final = Budget(warmup=3, min_reps=20, max_reps=1_000_000, seconds=2.0)
 for 0.1 s, and two runs minutes apart put the 22 MB ratio at 0.93x and 1.26x."""
 ROUNDS: Final = 20
 QUICK: Final = Budget(warmup=1, min_reps=2, max_reps=4, seconds=0.0)
+SITES_FULL: Final = Budget(warmup=3, min_reps=20, max_reps=1_000_000, seconds=1.5)
+"""Per site and payload: each path sampled for 1.5 s in SITES_ROUNDS blocks."""
+SITES_QUICK: Final = Budget(warmup=1, min_reps=2, max_reps=4, seconds=0.0)
+SITES_ROUNDS: Final = 10
 
 
 def single_22mb(seed: int) -> Any:
@@ -143,7 +149,8 @@ def _stats(s: Stats) -> str:
 
 
 def _ratio(row: dict[Any, Any], op: str, stat: str = "median") -> float:
-    """vLLM's ``stat`` ÷ mmcodec's; ``"p10"``: both codecs in the host's fast mode (README)."""
+    """vLLM's ``stat`` ÷ mmcodec's; ``"p10"``: both codecs in the host's fast mode
+    (docs/performance.md)."""
     vllm, ours = row[("vllm", op)], row[("mmcodec", op)]
     return getattr(vllm, stat) / getattr(ours, stat)  # type: ignore[no-any-return]
 
@@ -206,13 +213,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.vllm", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a few samples each (a smoke run)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="the Markdown report")
+    parser.add_argument(
+        "--sites",
+        action="store_true",
+        help="only the plugin's process boundaries (bench.vllm_sites)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    rows = run(QUICK if args.quick else FULL)
+    rows = [] if args.sites else run(QUICK if args.quick else FULL)
+    site_rows = vllm_sites.run(SITES_QUICK if args.quick else SITES_FULL, SITES_ROUNDS)
     load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
     command = "make bench-vllm" + (" (--quick)" if args.quick else "")
     text = report(rows, command, time.perf_counter() - started, (load_start, load_end))
+    text += "\n" + "\n".join(vllm_sites.report(site_rows)) + "\n"
     args.out.write_text(text, encoding="utf-8")
     sys.stdout.write(text)
     return 0

@@ -29,12 +29,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeAlias
 
-from mmcodec.codegen import ir, validate
+from mmcodec.codegen import ir
 from mmcodec.codegen.diagnostics import Diagnostic, Position
 from mmcodec.codegen.load import LoadedFile, Map, Scalar
+from mmcodec.codegen.validate.checks import python_identity
+from mmcodec.codegen.validate.context import closest, did_you_mean, referenced_file
+from mmcodec.codegen.validate.names import (
+    BINDING,
+    MODULE_NAME,
+    RESERVED_SCHEMA_NAMES,
+    RESERVED_TYPE_NAMES,
+)
 
 BINDINGS_KEYS = ("bindings", "schema", "doc", "bind", "exports")
-_Error: TypeAlias = Callable[[Position, str], None]
+_Error: TypeAlias = Callable[..., None]
+"""``error(position, message, hint="")``."""
 GENERATED = "generated"
 """The ``bind:`` value for a type that gets a generated class in the bound module."""
 
@@ -44,13 +53,14 @@ def is_bindings_file(top: Map) -> bool:
     return top.get("bindings") is not None
 
 
-def schema_paths(loaded: LoadedFile) -> list[Path]:
-    """The schema file a bindings file names, to be compiled with it (if it names one)."""
+def schema_paths(loaded: LoadedFile, root: Path) -> list[Path]:
+    """The schema file a bindings file names, to be compiled with it (if it names one
+    that may be read: see :func:`~mmcodec.codegen.validate.context.referenced_file`)."""
     top = loaded.root
     node = top.get("schema") if isinstance(top, Map) else None
     if isinstance(node, Scalar) and isinstance(node.value, str):
-        target = (loaded.path.parent / node.value).resolve()
-        if target.is_file():
+        target = referenced_file(loaded.path.parent, node.value, root)
+        if isinstance(target, Path):
             return [target]
     return []
 
@@ -60,6 +70,7 @@ def lower_bindings(
     loaded: LoadedFile,
     schemas: dict[Path, ir.Module],
     modules: list[ir.Module],
+    root: Path,
 ) -> ir.Module | None:
     """The bound module: the schema's module with this file's classes, name and exports.
 
@@ -70,8 +81,8 @@ def lower_bindings(
     assert isinstance(top, Map)
     errors_before = len(diagnostics)
 
-    def error(position: Position, message: str) -> None:
-        diagnostics.append(Diagnostic(position, message))
+    def error(position: Position, message: str, hint: str = "") -> None:
+        diagnostics.append(Diagnostic(position, message, hint))
 
     for key, _ in top.entries:
         name = str(key.value)
@@ -82,10 +93,10 @@ def lower_bindings(
                 "change the schema it binds instead",
             )
         elif name not in BINDINGS_KEYS:
-            hint = validate._did_you_mean(name, BINDINGS_KEYS)
-            error(key.position, f"unknown key {name!r} in bindings file{hint}")
+            hint = did_you_mean(name, BINDINGS_KEYS)
+            error(key.position, f"unknown key {name!r} in bindings file", hint)
     python_name = _module_name(error, top, modules)
-    schema = _bound_schema(error, loaded, top, schemas)
+    schema = _bound_schema(error, loaded, top, schemas, root)
     doc = _string(error, top, "doc")
     bind = top.get("bind")
     if schema is None:
@@ -120,10 +131,10 @@ def _module_name(error: _Error, top: Map, modules: list[ir.Module]) -> str | Non
     node = top.get("bindings")
     value = node.value if isinstance(node, Scalar) else None
     position = node.position if node is not None else top.position
-    if not isinstance(value, str) or not validate._MODULE_NAME.fullmatch(value):
+    if not isinstance(value, str) or not MODULE_NAME.fullmatch(value):
         error(position, "'bindings' is the generated module's name, a lowercase Python name")
         return None
-    if keyword.iskeyword(value) or value in validate.RESERVED_SCHEMA_NAMES:
+    if keyword.iskeyword(value) or value in RESERVED_SCHEMA_NAMES:
         error(position, f"module name {value!r} is reserved")
         return None
     for other in modules:
@@ -134,7 +145,7 @@ def _module_name(error: _Error, top: Map, modules: list[ir.Module]) -> str | Non
 
 
 def _bound_schema(
-    error: _Error, loaded: LoadedFile, top: Map, schemas: dict[Path, ir.Module]
+    error: _Error, loaded: LoadedFile, top: Map, schemas: dict[Path, ir.Module], root: Path
 ) -> ir.Module | None:
     node = top.get("schema")
     if not (isinstance(node, Scalar) and isinstance(node.value, str)):
@@ -143,11 +154,13 @@ def _bound_schema(
             "'schema' names the schema file this file binds (a path relative to it)",
         )
         return None
-    target = (loaded.path.parent / node.value).resolve()
+    target = referenced_file(loaded.path.parent, node.value, root)
+    if isinstance(target, str):
+        error(node.position, f"bound schema {node.value!r} {target}")
+        return None
     schema = schemas.get(target)
     if schema is None:
-        found = "is not a schema file" if target.is_file() else "not found"
-        error(node.position, f"bound schema {node.value!r} {found}")
+        error(node.position, f"bound schema {node.value!r} is not a schema file")
     return schema
 
 
@@ -166,11 +179,14 @@ def _classes(error: _Error, bind: Map, schema: ir.Module) -> dict[str, ir.Bindin
     names = [t.name for t in schema.types]
     classes: dict[str, ir.Binding | None] = {}
     used: dict[str, str] = {}
+    meant: set[str] = set()  # types a misspelt entry was meant for: not missing as well
     for key, node in bind.entries:
         name = str(key.value)
         if name not in names:
-            hint = validate._did_you_mean(name, names)
-            error(key.position, f"schema {schema.name!r} has no type {name!r}{hint}")
+            close = closest(name, names)
+            hint = f"did you mean {close!r}?" if close else ""
+            error(key.position, f"schema {schema.name!r} has no type {name!r}", hint)
+            meant.update([close] if close else [])
             continue
         value = node.value if isinstance(node, Scalar) else None
         if value == GENERATED:
@@ -190,7 +206,7 @@ def _classes(error: _Error, bind: Map, schema: ir.Module) -> dict[str, ir.Bindin
         used[path] = name
         classes[name] = binding
     listed = {str(k.value) for k, _ in bind.entries}
-    missing = [n for n in names if n not in listed]
+    missing = [n for n in names if n not in listed and n not in meant]
     if missing:
         error(
             bind.position,
@@ -203,7 +219,7 @@ def _classes(error: _Error, bind: Map, schema: ir.Module) -> dict[str, ir.Bindin
 def _import_path(value: object) -> ir.Binding | None:
     if (
         not isinstance(value, str)
-        or not validate._BINDING.fullmatch(value)
+        or not BINDING.fullmatch(value)
         or any(keyword.iskeyword(part) for part in value.split("."))
     ):
         return None
@@ -219,7 +235,7 @@ def _exports(error: _Error, top: Map, schema: ir.Module) -> tuple[ir.Binding, ..
     if items is None:
         error(node.position, "'exports' must be a list of import paths ('package.module.Name')")
         return ()
-    taken = {t.name for t in schema.types} | validate.RESERVED_TYPE_NAMES
+    taken = {t.name for t in schema.types} | RESERVED_TYPE_NAMES
     found: dict[str, ir.Binding] = {}
     for item in items:
         binding = _import_path(item.value if isinstance(item, Scalar) else None)
@@ -242,7 +258,7 @@ def _check_identities(error: _Error, bind: Map | None, module: ir.Module) -> Non
     by_name = {t.name: t for t in module.types}
     seen: dict[object, str] = {}
     for t in module.types:
-        key = validate._python_identity(module.name, by_name, t)
+        key = python_identity(module.name, by_name, t)
         if key in seen:
             node = bind.get(t.name) if bind is not None else None
             error(

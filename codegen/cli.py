@@ -3,7 +3,9 @@ json-schema, inspect.
 
 This module only parses arguments: the compiler's commands live in
 :mod:`mmcodec.codegen.commands`, imported when one of them runs, so that ``inspect`` works
-in a runtime-only install (``pip install mmcodec``, without jinja2 and pyyaml).
+in a runtime-only install (``pip install mmcodec``, without jinja2 and pyyaml), and
+nothing here imports torch (``--help`` and the compiler start in a fraction of a second).
+A missing extra is one line naming the ``pip install`` that fixes it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from mmcodec import __version__
+from mmcodec._extras import install_hint
 from mmcodec.codegen import inspect_command
 from mmcodec.codegen.diagnostics import UsageError
 
@@ -39,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"mmcodec {__version__}")
     parser.add_argument(
         "--root", type=Path, default=Path.cwd(), help="project root; relative paths start there"
     )
@@ -109,14 +114,8 @@ def _compiler_command(name: str) -> Callable[[argparse.Namespace], int]:
     """Run ``commands.<name>``; the compiler's dependencies come with the codegen extra."""
 
     def run(args: argparse.Namespace) -> int:
-        try:
-            from mmcodec.codegen import commands
-        except ModuleNotFoundError as e:
-            print(
-                f"mmcodec {args.command} needs {e.name}: pip install 'mmcodec[codegen]'",
-                file=sys.stderr,
-            )
-            return USAGE
+        from mmcodec.codegen import commands
+
         command: Callable[[argparse.Namespace], int] = getattr(commands, name)
         return command(args)
 
@@ -125,11 +124,15 @@ def _compiler_command(name: str) -> Callable[[argparse.Namespace], int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "inspect":
-        return inspect_command.run(args)
     try:
-        code: int = args.run(args)
+        code: int = inspect_command.run(args) if args.command == "inspect" else args.run(args)
     except UsageError as e:
         print(f"mmcodec {args.command}: error: {e}", file=sys.stderr)
+        return USAGE
+    except ModuleNotFoundError as e:
+        hint = install_hint(e.name or "")
+        if hint is None:
+            raise  # not an extra of mmcodec: a broken installation, shown as it is
+        print(f"mmcodec {args.command} needs {hint}", file=sys.stderr)
         return USAGE
     return code

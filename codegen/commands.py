@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import tempfile
@@ -26,7 +27,15 @@ from mmcodec.codegen.diagnostics import (
 from mmcodec.codegen.gitref import Tree, checkout_schemas
 from mmcodec.codegen.jsonschema import schema_language_json
 from mmcodec.codegen.load import schema_files
-from mmcodec.codegen.output import Plan, plan_output, survey, write
+from mmcodec.codegen.output import (
+    Plan,
+    default_package,
+    display,
+    generate_command,
+    plan_output,
+    survey,
+    write,
+)
 from mmcodec.codegen.rust.output import plan_rust_output
 from mmcodec.codegen.validate import compile_schemas
 
@@ -36,11 +45,12 @@ def _root(args: argparse.Namespace) -> Path:
 
 
 def _print_schema_errors(errors: SchemaErrors, args: argparse.Namespace) -> int:
+    """Text to stderr, each error with its source line, then their count (stdout keeps a
+    command's product: the files written, the report); ``--format json`` to stdout."""
     if getattr(args, "format", "text") == "json":
         sys.stdout.write(format_json(errors.diagnostics))
     else:
-        sys.stdout.write(format_text(errors.diagnostics))
-        print(f"{len(errors.diagnostics)} error(s)", file=sys.stderr)
+        sys.stderr.write(format_text(errors.diagnostics, errors.sources))
     return FINDINGS
 
 
@@ -88,14 +98,22 @@ def _plan(args: argparse.Namespace) -> tuple[Path, Path, Plan]:
         raise UsageError("--lang rust needs --out: the folder of the generated Rust modules")
     if rust and args.package is not None:
         raise UsageError("--package names a Python package; Rust output has none")
-    out = args.out or DEFAULT_OUT
+    out = _from_root(args.out or DEFAULT_OUT, root)
     out_dir = (root / out).resolve()
-    package = args.package or Path(out).as_posix().strip("/").replace("/", ".")
-    files = schema_files([root / (args.schemas or DEFAULT_SCHEMAS)], root)
+    package = args.package or default_package(out)
+    schemas = args.schemas or DEFAULT_SCHEMAS
+    files = schema_files([root / schemas], root)
     modules = compile_schemas(files, root)
     if rust:
         return root, out_dir, plan_rust_output(modules)
-    return root, out_dir, plan_output(modules, package)
+    command = generate_command(_from_root(schemas, root), out, package)
+    return root, out_dir, plan_output(modules, package, command)
+
+
+def _from_root(path: str, root: Path) -> str:
+    """``path`` (as given, relative to ``root`` or absolute) relative to ``root``, spelled
+    the same whatever the spelling given (``./schema/``) and wherever the project is."""
+    return Path(os.path.relpath(os.path.normpath(root / path), root)).as_posix()
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -118,8 +136,8 @@ def run_check(args: argparse.Namespace) -> int:
     fix = None
     if found.foreign:
         fix = (
-            f"move the foreign files out of {out_dir}, or run: {_fix_command(args, force=True)}"
-            " (removes them)"
+            f"move the foreign files out of {display(out_dir)}, or run: "
+            f"{_fix_command(args, force=True)} (removes them)"
         )
     elif problems:
         fix = f"run: {_fix_command(args)}"
@@ -129,7 +147,9 @@ def run_check(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return FINDINGS if problems else CLEAN
     for kind, path in problems:
-        print(f"{kind}: {path}" + (" (not written by mmcodec)" if kind == "foreign" else ""))
+        print(
+            f"{kind}: {display(path)}" + (" (not written by mmcodec)" if kind == "foreign" else "")
+        )
     if fix is not None:
         print(fix)
         return FINDINGS
@@ -164,7 +184,10 @@ def run_compat(args: argparse.Namespace) -> int:
         try:
             old = compile_schemas(old_files, old_root)
         except SchemaErrors as e:  # say which version is broken, as git does: REF:path
-            relabelled = SchemaErrors([_relabel(d, label) for d in e.diagnostics])
+            relabelled = SchemaErrors(
+                [_relabel(d, label) for d in e.diagnostics],
+                {label + name: text for name, text in e.sources.items()},
+            )
             return _print_schema_errors(relabelled, args)
     try:
         new = compile_schemas(new_files, root)
@@ -178,6 +201,14 @@ def run_compat(args: argparse.Namespace) -> int:
     older = args.against or "the older version"
     for source in report.new:
         print(f"new: {source} (not in {older}; nothing to compare)")
+    for major in report.majors:  # a new major version: allowed to break, and says what
+        print(major)
+        for change in major.changes:
+            note = "" if change.breaking else "note: "
+            print(
+                f"{change.position}: {note}{change.subject}: {change.message} "
+                f"[major version {major.old} -> {major.new}]"
+            )
     for change in report.changes:
         print(change)
     if breaking:
@@ -187,13 +218,22 @@ def run_compat(args: argparse.Namespace) -> int:
         )
         return FINDINGS
     new_count = f", {len(report.new)} new" if report.new else ""
-    print(f"ok: {len(report.compared)} schema(s) compatible with {older}{new_count}")
+    compatible = len(report.compared) - len(report.majors)
+    if report.majors and compatible:
+        print(
+            f"ok: {compatible} schema(s) compatible with {older}, {len(report.majors)} with a "
+            f"new major version{new_count}"
+        )
+    elif report.majors:
+        print(f"ok: {len(report.majors)} schema(s) with a new major version{new_count}")
+    else:
+        print(f"ok: {len(report.compared)} schema(s) compatible with {older}{new_count}")
     return CLEAN
 
 
 def _relabel(d: Diagnostic, label: str) -> Diagnostic:
     p = d.position
-    return Diagnostic(Position(label + p.file, p.line, p.column), d.message)
+    return Diagnostic(Position(label + p.file, p.line, p.column, p.length), d.message, d.hint)
 
 
 # -- json-schema -------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """Is a new version of a schema wire-compatible with the old one?
 
 Within one major version a schema may only grow: fields appended at the end of a
-struct, each with a default; union variants added with new tags; new types. Then
-old and new codecs read each other's messages (msgspec fills appended fields from
-their defaults and ignores trailing fields it does not know). Anything else needs
-a new major version, which makes old and new codecs reject each other's messages.
+struct, each with a default; union variants added with new tags; enum members added
+with new values; new types. Then old and new codecs read each other's messages
+(msgspec fills appended fields from their defaults and ignores trailing fields it does
+not know). Anything else needs a new major version, which makes old and new codecs
+reject each other's messages: that is allowed, and the report says what it changes.
 Note that a struct that becomes a union variant gains a tag, so its own wire form
 changes: add a new struct as a new variant instead.
 
@@ -38,33 +39,79 @@ class Change:
 
 
 @dataclass(frozen=True, slots=True)
+class MajorChange:
+    """A schema whose major version went up: the sanctioned way to break the wire. Old and
+    new codecs then reject each other's messages; ``changes`` says what needed it."""
+
+    position: Position
+    """Where the new schema states its version."""
+    schema: str
+    old: int
+    new: int
+    changes: tuple[Change, ...]
+    """What the new major version changes (breaking ones and notes), as within one major."""
+
+    @property
+    def breaking(self) -> list[Change]:
+        return [c for c in self.changes if c.breaking]
+
+    def __str__(self) -> str:
+        count = len(self.breaking)
+        behind = (
+            f"{count} breaking change{'s' * (count != 1)} below"
+            if count
+            else "nothing in it breaks the old version (a new major version was not needed)"
+        )
+        return (
+            f"{self.position}: note: schema {self.schema!r}: major version {self.old} -> "
+            f"{self.new}; old and new codecs reject each other's messages; {behind}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     changes: tuple[Change, ...]
     compared: tuple[str, ...]
     """Sources of the new schemas that had an older version to compare with."""
     new: tuple[str, ...]
     """Sources of the new schemas without an older version (nothing to break)."""
+    majors: tuple[MajorChange, ...] = ()
+    """Schemas with a new major version, and what it changes (not counted as breaking)."""
 
     @property
     def breaking(self) -> list[Change]:
         return [c for c in self.changes if c.breaking]
 
     def as_json(self) -> dict[str, object]:
-        def row(c: Change) -> dict[str, object]:
-            return {
-                "file": c.position.file,
-                "line": c.position.line,
-                "column": c.position.column,
-                "subject": c.subject,
-                "message": c.message,
-            }
-
         return {
-            "breaking": [row(c) for c in self.changes if c.breaking],
-            "notes": [row(c) for c in self.changes if not c.breaking],
+            "breaking": [_row(c) for c in self.changes if c.breaking],
+            "notes": [_row(c) for c in self.changes if not c.breaking],
             "compared": list(self.compared),
             "new": list(self.new),
+            "majors": [
+                {
+                    "file": m.position.file,
+                    "line": m.position.line,
+                    "column": m.position.column,
+                    "schema": m.schema,
+                    "old": m.old,
+                    "new": m.new,
+                    "breaking": [_row(c) for c in m.changes if c.breaking],
+                    "notes": [_row(c) for c in m.changes if not c.breaking],
+                }
+                for m in self.majors
+            ],
         }
+
+
+def _row(c: Change) -> dict[str, object]:
+    return {
+        "file": c.position.file,
+        "line": c.position.line,
+        "column": c.position.column,
+        "subject": c.subject,
+        "message": c.message,
+    }
 
 
 def compare_schemas(old: list[ir.Module], new: list[ir.Module]) -> Report:
@@ -72,6 +119,7 @@ def compare_schemas(old: list[ir.Module], new: list[ir.Module]) -> Report:
     module (its schema's wire, other classes) is compared with its own older version, and
     removing one is a removal too."""
     changes: list[Change] = []
+    majors: list[MajorChange] = []
     new_by_name = {m.python_name: m for m in new}
     old_names = {m.python_name for m in old}
     for old_module in old:
@@ -87,15 +135,29 @@ def compare_schemas(old: list[ir.Module], new: list[ir.Module]) -> Report:
                 )
             )
         elif new_module.major == old_module.major:
-            # (a new major version may change anything; decoders tell them apart)
             found = _compare_modules(old_module, new_module)
             if new_module.python_name != new_module.name:  # a binding: say which module
                 found = [replace(c, subject=f"{new_module.python_name}.{c.subject}") for c in found]
             changes.extend(found)
+        elif new_module.python_name == new_module.name:  # (a binding shares its schema's)
+            at = new_module.version_position or Position(new_module.source, 1, 1)
+            if new_module.major < old_module.major:
+                message = (
+                    f"major version lowered from {old_module.major} to {new_module.major}; a "
+                    "major version only goes up (codecs of an earlier version "
+                    f"{new_module.major} would misread these messages)"
+                )
+                changes.append(Change(at, f"schema {new_module.name!r}", message, breaking=True))
+            else:  # the sanctioned way to break: say what it breaks
+                behind = tuple(_compare_modules(old_module, new_module))
+                majors.append(
+                    MajorChange(at, new_module.name, old_module.major, new_module.major, behind)
+                )
     return Report(
         tuple(changes),
         tuple(m.source for m in new if m.python_name in old_names),
         tuple(m.source for m in new if m.python_name not in old_names),
+        tuple(majors),
     )
 
 
@@ -116,6 +178,8 @@ def _compare_modules(old: ir.Module, new: ir.Module) -> list[Change]:
             changes.extend(_compare_structs(old_type, new_type, new.source))
         elif isinstance(old_type, ir.UnionDef) and isinstance(new_type, ir.UnionDef):
             changes.extend(_compare_unions(old_type, new_type, new.source))
+        elif isinstance(old_type, ir.EnumDef) and isinstance(new_type, ir.EnumDef):
+            changes.extend(_compare_enums(old_type, new_type, new.source))
         elif isinstance(old_type, ir.MappingDef) and isinstance(new_type, ir.MappingDef):
             before = f"{render_type(old_type.key)} -> {render_type(old_type.value)}"
             after = f"{render_type(new_type.key)} -> {render_type(new_type.value)}"
@@ -125,12 +189,13 @@ def _compare_modules(old: ir.Module, new: ir.Module) -> list[Change]:
     return changes
 
 
-def _position(node: ir.TypeDef | ir.Field | ir.Variant, source: str) -> Position:
+def _position(node: ir.TypeDef | ir.Field | ir.Variant | ir.EnumMember, source: str) -> Position:
     return node.position or Position(source, 1, 1)
 
 
 def _kind(t: ir.TypeDef) -> str:
-    return {ir.StructDef: "struct", ir.UnionDef: "union", ir.MappingDef: "mapping"}[type(t)]
+    kinds = {ir.StructDef: "struct", ir.UnionDef: "union", ir.MappingDef: "mapping"}
+    return kinds.get(type(t), "enum")
 
 
 def _compare_structs(old: ir.StructDef, new: ir.StructDef, source: str) -> list[Change]:
@@ -293,4 +358,44 @@ def _compare_unions(old: ir.UnionDef, new: ir.UnionDef, source: str) -> list[Cha
                     True,
                 )
             )
+    return changes
+
+
+def _compare_enums(old: ir.EnumDef, new: ir.EnumDef, source: str) -> list[Change]:
+    """Members travel by value: one removed, or its value changed, breaks old messages; a
+    member with a new value is compatible (an older codec rejects a message holding it,
+    as it does a new union variant); a member renamed with its value kept is a note."""
+    at = _position(new, source)
+    kinds = {int: "ints", str: "strings"}
+    old_kind, new_kind = type(old.members[0].value), type(new.members[0].value)
+    if old_kind is not new_kind:
+        message = f"values changed from {kinds[old_kind]} to {kinds[new_kind]}"
+        return [Change(at, new.name, message, breaking=True)]
+    changes: list[Change] = []
+    new_by_name = {m.name: m for m in new.members}
+    new_by_value = {m.value: m for m in new.members}
+    old_names = {m.name for m in old.members}
+    for member in old.members:
+        now = new_by_name.get(member.name)
+        if now is not None:
+            if now.value != member.value:
+                message = (
+                    f"member `{member.name}` value changed from {member.value!r} to "
+                    f"{now.value!r}; the value is what travels"
+                )
+                changes.append(Change(_position(now, source), new.name, message, breaking=True))
+            continue
+        renamed = new_by_value.get(member.value)
+        if renamed is not None and renamed.name not in old_names:
+            message = (
+                f"member `{member.name}` renamed to `{renamed.name}` (compatible: its value "
+                f"{member.value!r} is what travels; the Python API sees the new name)"
+            )
+            changes.append(Change(_position(renamed, source), new.name, message, breaking=False))
+        else:
+            message = (
+                f"member `{member.name}` ({member.value!r}) removed; messages holding it can no "
+                "longer be read"
+            )
+            changes.append(Change(at, new.name, message, breaking=True))
     return changes

@@ -4,6 +4,8 @@ The input is a capture: an ``encode_bytes`` buffer, or frames saved with
 :func:`mmcodec.runtime.framing.save_frames` (the same single-buffer layout). The work
 is done by :mod:`mmcodec.runtime.inspect`, so this command needs only the runtime:
 it imports nothing of the compiler, and runs where only ``pip install mmcodec`` is.
+Without ``--module`` it imports neither torch nor any generated module; everything it
+imports, it imports when it runs, so that ``mmcodec --help`` stays fast.
 
 Exit codes: 0 described, 1 the message is undecodable (one line, the DecodeError's
 text, on stderr), 2 usage or I/O error (no such file, a ``--module`` that cannot be
@@ -15,15 +17,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
-from pathlib import Path
-from types import ModuleType
+from typing import IO, Any
 
-from mmcodec.runtime import framing
-from mmcodec.runtime.codec import codec_of
 from mmcodec.runtime.errors import DecodeError
-from mmcodec.runtime.inspect import describe, render_text
-from mmcodec.runtime.limits import DEFAULT_LIMITS
 
 HELP = "show a captured message (an encode_bytes buffer or saved frames) as a tree"
 
@@ -36,20 +34,38 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     command.add_argument(
         "--module",
         metavar="NAME",
-        help="generated module that wrote the message (e.g. mmcodec.generated.multimodal): "
-        "field and type names instead of positions",
+        help="generated module that wrote the message (e.g. mmcodec.generated.multimodal), "
+        "imported like python -m does, from the working directory too: field and type "
+        "names instead of positions",
     )
     command.add_argument("--format", choices=("text", "json"), default="text")
     command.add_argument(
         "--tensors", type=int, default=0, metavar="N", help="show the first N values of each tensor"
     )
+    command.add_argument(
+        "--max-output",
+        type=int,
+        default=None,
+        metavar="CHARS",
+        help="stop describing after about this many characters of output, with a marker "
+        "(default: 1048576)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    from mmcodec.runtime import framing
+    from mmcodec.runtime.inspect import DEFAULT_MAX_OUTPUT, describe, render_text
+    from mmcodec.runtime.limits import DEFAULT_LIMITS
+
     if args.tensors < 0:
         return _usage("--tensors takes a count >= 0")
+    max_output = DEFAULT_MAX_OUTPUT if args.max_output is None else args.max_output
+    if max_output < 0:
+        return _usage("--max-output takes a count >= 0")
     codec = None
     if args.module:
+        from mmcodec.runtime.codec import codec_of  # imports torch, which --module needs
+
         try:
             codec = codec_of(_import_generated(args.module))
         except TypeError as e:
@@ -58,12 +74,17 @@ def run(args: argparse.Namespace) -> int:
             return _usage(f"cannot import {args.module}: {e}")
     limits = DEFAULT_LIMITS
     try:
-        data = _read(args.file, limits.max_total_bytes)
+        if args.file == "-":
+            data = _read(sys.stdin.buffer, limits.max_total_bytes)
+        else:
+            with open(args.file, "rb") as f:
+                data = _read(f, limits.max_total_bytes)
+        frames = framing.split(data, limits)
+        description = describe(
+            frames, codec, limits=limits, values=args.tensors, max_output=max_output
+        )
     except OSError as e:
         return _usage(f"cannot read {args.file}: {e.strerror or e}")
-    try:
-        frames = framing.split(data, limits)
-        description = describe(frames, codec, limits=limits, values=args.tensors)
     except DecodeError as e:
         print(f"{args.file}: {e}", file=sys.stderr)
         return 1
@@ -74,23 +95,49 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _import_generated(name: str) -> ModuleType:
-    """Import the module named on the command line.
+def _import_generated(name: str) -> Any:
+    """Import the module named on the command line, from the working directory too.
 
     The one import by name in the project (tests/security/test_no_unsafe_code.py names
     this exemption): the name comes from the user's own command line, like
     ``python -m NAME``, never from the bytes being inspected. Nothing in a message
-    chooses what is imported or run.
+    chooses what is imported or run. As ``python -m`` does, the working directory comes
+    first on the import path: the console script's own directory is what Python puts
+    there otherwise, so ``mmcodec inspect --module mypkg.codecs`` would not find the
+    project's own package.
     """
+    cwd = os.getcwd()
+    if not sys.flags.safe_path and sys.path[:1] != [cwd]:  # -P: python -m adds nothing
+        sys.path.insert(0, cwd)
     return importlib.import_module(name)
 
 
-def _read(file: str, limit: int) -> bytes:
-    """The capture's bytes; one byte more than ``limit`` tells the decoder it is too big."""
-    if file == "-":
-        return sys.stdin.buffer.read(limit + 1)
-    with Path(file).open("rb") as f:
-        return f.read(limit + 1)
+_CHUNK = 1 << 20
+
+
+def _read(stream: IO[bytes], limit: int) -> bytearray:
+    """The capture's bytes: as many as there are, up to one more than ``limit`` (which
+    the decoder then refuses).
+
+    The memory taken follows the capture, never the limit (a single ``read(limit + 1)``
+    reserves the whole limit first): a regular file is read at its size, after a file
+    larger than the limit is refused; a pipe in chunks that grow to 1 MiB.
+    """
+    try:
+        size = os.fstat(stream.fileno()).st_size
+    except (OSError, ValueError):  # no file descriptor (a test's stdin, say)
+        size = 0
+    if size > limit:
+        raise DecodeError(f"{size} bytes exceed the limit of {limit}")
+    data = bytearray()
+    want = size + 1 if size else 64 << 10
+    while len(data) <= limit:
+        chunk = stream.read(min(want, limit + 1 - len(data)))
+        if not chunk:
+            break
+        data += chunk
+        want = min(2 * want, _CHUNK)
+    return data
 
 
 def _usage(message: str) -> int:

@@ -138,10 +138,19 @@ class Default:
 
 
 @dataclass(frozen=True, slots=True)
+class MemberDefault:
+    """The default of an enum-typed field: one of the enum's members, by name (with its
+    wire value, so that a renderer need not look it up)."""
+
+    member: str
+    value: int | str
+
+
+@dataclass(frozen=True, slots=True)
 class Field:
     name: str
     type: TypeExpr
-    default: Default | NoDefault
+    default: Default | MemberDefault | NoDefault
     constraints: Constraints
     doc: str
     position: Position | None = field(default=None, compare=False, repr=False)
@@ -197,7 +206,30 @@ class MappingDef:
     """Where the schema declares it (not part of equality)."""
 
 
-TypeDef: TypeAlias = StructDef | UnionDef | MappingDef
+@dataclass(frozen=True, slots=True)
+class EnumMember:
+    name: str
+    value: int | str
+    """What travels: an int (int64) or a non-empty str; one kind per enum, unique in it."""
+    doc: str = ""
+    position: Position | None = field(default=None, compare=False, repr=False)
+    """Where the schema declares it (not part of equality)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnumDef:
+    """A closed set of named values; a value travels as its member's ``value``."""
+
+    name: str
+    doc: str
+    binding: Binding | None
+    members: tuple[EnumMember, ...]
+    """In schema order; at least one, all ints or all strs."""
+    position: Position | None = field(default=None, compare=False, repr=False)
+    """Where the schema declares it (not part of equality)."""
+
+
+TypeDef: TypeAlias = StructDef | UnionDef | MappingDef | EnumDef
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +249,8 @@ class Module:
     python_name: str = ""
     """The generated module's Python name: the schema's name, or a bindings file's
     module name (a second binding of the same wire). Empty means ``name``."""
+    version_position: Position | None = field(default=None, compare=False, repr=False)
+    """Where the schema states its major version (not part of equality)."""
 
     def __post_init__(self) -> None:
         if not self.python_name:

@@ -13,7 +13,7 @@ TYPE_EXPRESSION = {
     "description": (
         "A type: int, float, bool, str, bytes, tensor, nested_tensors, slice, a type name "
         "(module.Name for imported ones), list[T], tuple[T, ...], tuple[A, B], dict[K, V] "
-        "(K is str or int), optional[T]."
+        "(K is str, int or an enum), optional[T]."
     ),
     "pattern": r"^[A-Za-z_][A-Za-z0-9_.\[\], ]*$",
 }
@@ -31,7 +31,10 @@ def schema_language() -> dict[str, Any]:
                 "properties": {
                     "type": {"$ref": "#/$defs/typeExpression"},
                     "default": {
-                        "description": "A literal of the field's type; containers only [] or {}.",
+                        "description": (
+                            "A literal of the field's type; containers only [] or {}; "
+                            "for an enum, a member's name."
+                        ),
                     },
                     "doc": {"type": "string"},
                     "ge": {"type": "number"},
@@ -60,6 +63,30 @@ def schema_language() -> dict[str, Any]:
             "doc": {"type": "string"},
         },
     }
+    member_value = {
+        "description": "What travels for the member: all ints or all strings, each once.",
+        "oneOf": [
+            {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1},
+            {"type": "string", "minLength": 1},
+        ],
+    }
+    enum = {
+        "description": "Member name -> its value, or {value, doc}.",
+        "type": "object",
+        "minProperties": 1,
+        "propertyNames": {"pattern": "^[A-Za-z][A-Za-z0-9_]*$"},
+        "additionalProperties": {
+            "oneOf": [
+                member_value,
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["value"],
+                    "properties": {"value": member_value, "doc": {"type": "string"}},
+                },
+            ]
+        },
+    }
     type_def = {
         "type": "object",
         "additionalProperties": False,
@@ -69,7 +96,8 @@ def schema_language() -> dict[str, Any]:
             "bind": {
                 "type": "string",
                 "description": (
-                    "Import path of an existing class to build and read instead of a generated one."
+                    "Import path of an existing class to build and read instead of a generated "
+                    "one (for an enum, an Enum class with exactly the schema's members)."
                 ),
                 "pattern": BINDING_PATTERN,
             },
@@ -90,11 +118,13 @@ def schema_language() -> dict[str, Any]:
                     "value": {"$ref": "#/$defs/typeExpression"},
                 },
             },
+            "enum": enum,
         },
         "oneOf": [
             {"required": ["struct"]},
             {"required": ["union"]},
             {"required": ["mapping"]},
+            {"required": ["enum"]},
         ],
     }
     return {

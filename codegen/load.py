@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
+from mmcodec.codegen import yamlerrors
 from mmcodec.codegen.diagnostics import Diagnostic, Position, UsageError
 
 
@@ -106,58 +107,127 @@ def load_file(path: Path, display_path: str, diagnostics: list[Diagnostic]) -> L
     except OSError as e:
         raise UsageError(f"{display_path}: cannot read: {e.strerror or e}") from e
     try:
+        bound = _check_bounds(text)
+        if bound is not None:
+            (line, column), problem = bound
+            diagnostics.append(Diagnostic(Position(display_path, line, column), problem))
+            return LoadedFile(path, display_path, text, None)
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        position = (
-            Position(display_path, mark.line + 1, mark.column + 1)
-            if mark
-            else Position(display_path, 1, 1)
-        )
-        problem = e.problem or str(e)
-        if e.context:
-            problem = f"{e.context}: {problem}"
-        hint = _quote_hint(e, text)
-        diagnostics.append(Diagnostic(position, f"YAML syntax error: {problem}{hint}"))
+        diagnostics.append(yamlerrors.describe(e, text, display_path))
         return LoadedFile(path, display_path, text, None)
     if node is None:
         return LoadedFile(path, display_path, text, None)
-    return LoadedFile(path, display_path, text, _convert(node, display_path, diagnostics))
-
-
-def _quote_hint(error: yaml.MarkedYAMLError, text: str) -> str:
-    """Advice for the commonest slip: a type expression unquoted inside ``{...}`` or ``[...]``.
-
-    In YAML's flow style ``[`` and ``]`` are syntax, so ``{type: list[int]}`` does not parse.
-    """
-    mark = error.problem_mark
-    if mark is None or not (error.problem or "").endswith("but got '['"):
-        return ""
-    line = text.split("\n")[mark.line]
-    start = mark.column
-    while start > 0 and (line[start - 1].isalnum() or line[start - 1] in "_."):
-        start -= 1
-    depth, end = 0, mark.column
-    while end < len(line):
-        depth += {"[": 1, "]": -1}.get(line[end], 0)
-        end += 1
-        if depth == 0:
-            break
-    expression = line[start:end]
-    return f' (inside {{...}} or [...] quote a type expression: "{expression}")'
+    try:
+        root = _convert(node, display_path, diagnostics, {})
+    except yaml.constructor.ConstructorError as e:  # a tag that does not fit its value
+        diagnostics.append(yamlerrors.describe(e, text, display_path))
+        return LoadedFile(path, display_path, text, None)
+    return LoadedFile(path, display_path, text, root)
 
 
 def _position(node: yaml.Node, file: str) -> Position:
-    return Position(file, node.start_mark.line + 1, node.start_mark.column + 1)
+    """Where ``node`` starts; for a scalar or ``{...}``/``[...]`` on one line, how many
+    columns it spans too."""
+    start, end = node.start_mark, node.end_mark
+    inline = isinstance(node, yaml.ScalarNode) or getattr(node, "flow_style", False)
+    one_line = inline and end.line == start.line
+    length = end.column - start.column if one_line else 0
+    return Position(file, start.line + 1, start.column + 1, length)
 
 
-def _convert(node: yaml.Node, file: str, diagnostics: list[Diagnostic]) -> Node:
+MAX_DEPTH = 64
+"""How deeply mappings and sequences may nest in a schema file (a real one nests about 6)."""
+MAX_NODES = 100_000
+"""How many nodes a schema file may hold, counting each alias as the nodes it stands for.
+
+A few hundred bytes of nested aliases stand for billions of nodes ("billion laughs"):
+the compiler would walk every one. Real schemas hold a few hundred nodes."""
+
+
+_Found = tuple[tuple[int, int], str]
+"""Where (1-based line and column) and what."""
+
+
+class _Mark(Protocol):
+    line: int
+    column: int
+
+
+def _at(mark: _Mark | None) -> tuple[int, int]:
+    return (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+
+
+def _check_bounds(text: str) -> _Found | None:
+    """Where the document first exceeds :data:`MAX_DEPTH` or :data:`MAX_NODES`, and how.
+
+    Reads PyYAML's event stream (no recursion, no tree): each node counts one, each alias
+    the nodes of its anchor's value, so the count is what a walk of the tree would visit.
+    """
+    anchored: dict[str, int] = {}
+    open_nodes: list[tuple[str | None, int]] = []  # (anchor, nodes counted so far)
+    total = 0
+
+    def add(count: int, mark: _Mark | None) -> _Found | None:
+        nonlocal total
+        total += count
+        if open_nodes:
+            anchor, nodes = open_nodes[-1]
+            open_nodes[-1] = (anchor, nodes + count)
+        if total > MAX_NODES:
+            return _at(mark), (
+                f"the document holds more than {MAX_NODES} nodes once its aliases are "
+                "expanded (an alias stands for a copy of its anchor's value)"
+            )
+        return None
+
+    for event in yaml.parse(text, Loader=_Loader):
+        found = None
+        if isinstance(event, yaml.ScalarEvent):
+            if event.anchor is not None:
+                anchored[event.anchor] = 1
+            found = add(1, event.start_mark)
+        elif isinstance(event, yaml.AliasEvent):
+            found = add(anchored.get(event.anchor or "", 1), event.start_mark)
+        elif isinstance(event, yaml.CollectionStartEvent):
+            if len(open_nodes) >= MAX_DEPTH:
+                return _at(
+                    event.start_mark
+                ), f"mappings and lists nest deeper than {MAX_DEPTH} levels"
+            found = add(1, event.start_mark)
+            open_nodes.append((event.anchor, 1))
+        elif isinstance(event, yaml.CollectionEndEvent):
+            anchor, nodes = open_nodes.pop()
+            if anchor is not None:
+                anchored[anchor] = nodes
+            if open_nodes:  # the nodes were counted in the total already
+                parent, counted = open_nodes[-1]
+                open_nodes[-1] = (parent, counted + nodes)
+        if found is not None:
+            return found
+    return None
+
+
+def _convert(
+    node: yaml.Node, file: str, diagnostics: list[Diagnostic], done: dict[int, Node]
+) -> Node:
+    """The located value of ``node``; a node reached again through an alias is the same
+    value (``done``, by node identity), converted and checked once."""
+    converted = done.get(id(node))
+    if converted is None:
+        converted = done[id(node)] = _convert_new(node, file, diagnostics, done)
+    return converted
+
+
+def _convert_new(
+    node: yaml.Node, file: str, diagnostics: list[Diagnostic], done: dict[int, Node]
+) -> Node:
     position = _position(node, file)
     if isinstance(node, yaml.MappingNode):
         entries: list[tuple[Scalar, Node]] = []
         seen: dict[str, Position] = {}
         for key_node, value_node in node.value:
-            key = _convert(key_node, file, diagnostics)
+            key = _convert(key_node, file, diagnostics, done)
             if not isinstance(key, Scalar) or isinstance(key.value, (list, dict)):
                 diagnostics.append(Diagnostic(key.position, "mapping keys must be plain scalars"))
                 continue
@@ -170,14 +240,27 @@ def _convert(node: yaml.Node, file: str, diagnostics: list[Diagnostic]) -> Node:
                 )
                 continue
             seen[name] = key.position
-            entries.append((key, _convert(value_node, file, diagnostics)))
+            entries.append((key, _convert(value_node, file, diagnostics, done)))
         return Map(tuple(entries), position)
     if isinstance(node, yaml.SequenceNode):
-        return Seq(tuple(_convert(item, file, diagnostics) for item in node.value), position)
+        items = tuple(_convert(item, file, diagnostics, done) for item in node.value)
+        return Seq(items, position)
     assert isinstance(node, yaml.ScalarNode)
     return Scalar(_scalar_value(node), position)
 
 
 def _scalar_value(node: yaml.ScalarNode) -> Any:
-    """The scalar as YAML's safe core schema types it (int, float, bool, None or str)."""
-    return _Loader("").construct_object(node, deep=True)
+    """The scalar as YAML's safe core schema types it (int, float, bool, None or str).
+
+    An explicit tag can ask for what the value is not (``!!int abc``, ``!!bool maybe``) or
+    for a type no safe loader knows (``!!python/object:...``): a ConstructorError then, as
+    PyYAML raises for the latter, never another exception.
+    """
+    try:
+        return _Loader("").construct_object(node, deep=True)
+    except yaml.constructor.ConstructorError:
+        raise
+    except (ValueError, KeyError, TypeError, OverflowError) as e:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{node.value!r} is not a valid {node.tag}", node.start_mark
+        ) from e

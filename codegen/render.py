@@ -14,6 +14,8 @@ as ``ruff format`` would break them (:mod:`~mmcodec.codegen.layout`).
 
 from __future__ import annotations
 
+import functools
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -45,7 +47,12 @@ _WIRE_BUILTINS = {
 # sibling modules; it imports those its code uses (see mmcodec.codegen.imports).
 _IMPORTS = (
     Import("collections.abc", "Sequence"),
-    *(Import("typing", name) for name in ("Annotated", "Any", "TypeAlias", "TypeVar")),
+    Import("enum", "IntEnum"),
+    Import("enum", "StrEnum"),
+    *(
+        Import("typing", name)
+        for name in ("TYPE_CHECKING", "Annotated", "Any", "TypeAlias", "TypeVar")
+    ),
     Import("msgspec"),
     Import("torch"),
     Import("mmcodec.runtime", "api", "_api"),
@@ -62,9 +69,13 @@ _IMPORTS = (
 )
 
 
+@functools.cache
 def environment() -> jinja2.Environment:
-    """Templates print only what :mod:`~mmcodec.codegen.pysource` allows (``finalize``):
-    schema text reaches them as literals, docstrings and comments, never as itself."""
+    """The template environment, one per process (compiling the template per module was
+    half of ``mmcodec check``'s time).
+
+    Templates print only what :mod:`~mmcodec.codegen.pysource` allows (``finalize``): schema
+    text reaches them as literals, docstrings and comments, never as itself."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(_TEMPLATES),
         undefined=jinja2.StrictUndefined,
@@ -112,7 +123,12 @@ class _Renderer:
         return f"{self._prefix(t.module)}{t.name}"
 
     def wire_name(self, t: ir.Named) -> str:
+        if self.is_enum(t):  # msgspec reads and writes the enum class itself
+            return self.domain_name(t)
         return f"{self._prefix(t.module)}_{t.name}Wire"
+
+    def is_enum(self, t: ir.TypeExpr) -> bool:
+        return isinstance(t, ir.Named) and isinstance(self.defs[(t.module, t.name)], ir.EnumDef)
 
     def func(self, t: ir.Named, direction: str) -> str:
         return f"{self._prefix(t.module)}_{t.name}_{direction}"
@@ -163,15 +179,15 @@ class _Renderer:
         """True when msgspec already decodes the wire value into the domain value."""
         if isinstance(t, ir.Builtin):
             return t.name in _IDENTITY_ON_DECODE
+        if isinstance(t, ir.Named):
+            return self.is_enum(t)  # msgspec decodes (and checks) the member at C speed
         if isinstance(t, (ir.ListOf, ir.VarTupleOf)):
             return self.identity_on_decode(t.item)
         if isinstance(t, ir.TupleOf):
             return all(self.identity_on_decode(i) for i in t.items)
         if isinstance(t, ir.DictOf):
             return self.identity_on_decode(t.value)
-        if isinstance(t, ir.OptionalOf):
-            return self.identity_on_decode(t.inner)
-        return False
+        return self.identity_on_decode(t.inner)
 
     def to_wire(self, t: ir.TypeExpr) -> str:
         """The name of a callable ``(value, ctx) -> wire value``."""
@@ -289,6 +305,26 @@ def _module_doc(module: ir.Module) -> str:
     return f"{module.doc}\n\n{usage}"
 
 
+def command_lines(command: str, width: int = layout.WIDTH - len("#   ") - len(" \\")) -> list[str]:
+    """A shell command in lines of at most ``width`` characters, an option beside its value
+    (a longer pair keeps a line of its own). The caller ends each line but the last with
+    `` \\``, as a shell continues a line."""
+    words = [shlex.quote(word) for word in shlex.split(command)]
+    groups: list[str] = []
+    for word in words:
+        if groups and groups[-1].startswith("--") and " " not in groups[-1]:
+            groups[-1] += " " + word  # --out generated
+        else:
+            groups.append(word)
+    lines: list[str] = []
+    for group in groups:
+        if lines and len(lines[-1]) + 1 + len(group) <= width:
+            lines[-1] += " " + group
+        else:
+            lines.append(group)
+    return lines
+
+
 def _keywords(constraints: ir.Constraints) -> Code:
     """``ge=0, pattern="..."``: the constraints as keyword arguments."""
     pairs = [
@@ -297,8 +333,11 @@ def _keywords(constraints: ir.Constraints) -> Code:
     return code(*pairs)
 
 
-def render_module(module: ir.Module, all_modules: list[ir.Module], package: str) -> str:
-    """The Python source of one generated module, laid out as ``ruff format`` would."""
+def render_module(
+    module: ir.Module, all_modules: list[ir.Module], package: str, command: str = "mmcodec generate"
+) -> str:
+    """The Python source of one generated module, laid out as ``ruff format`` would;
+    its header names ``command``, the command that regenerates it."""
     # Type definitions by wire identity, from the schemas' own modules: a bindings
     # module has the same types (its classes aside) under the same schema name.
     defs = {(m.name, t.name): t for m in all_modules if m.python_name == m.name for t in m.types}
@@ -344,6 +383,7 @@ def render_module(module: ir.Module, all_modules: list[ir.Module], package: str)
     context = {
         "module": module,
         "doc": docstring(_module_doc(module)),
+        "regenerate": [pysource.comment(line) for line in command_lines(command)],
         "generator_version": GENERATOR_VERSION,
         "runtime_api": API_LEVEL,
         "types": types,
@@ -411,11 +451,14 @@ def _domain_order(module: ir.Module) -> tuple[list[str], list[str]]:
 
     Class bodies' annotations are lazy, but a union alias and a mapping's base class are
     evaluated on import: they come after the classes, each after the aliases it mentions.
+    Enums come first: a struct's default may be one of their members.
     On a cycle, an alias that mentions one defined later is quoted; so is any union alias
     or mapping base that mentions a quoted union (``"A" | None`` would fail at run time).
     """
-    structs = [t.name for t in module.types if isinstance(t, ir.StructDef)]
-    aliases = [t for t in module.types if not isinstance(t, ir.StructDef) and t.binding is None]
+    classes = (ir.EnumDef, ir.StructDef)
+    enums = [t.name for t in module.types if isinstance(t, ir.EnumDef)]
+    structs = enums + [t.name for t in module.types if isinstance(t, ir.StructDef)]
+    aliases = [t for t in module.types if not isinstance(t, classes) and t.binding is None]
     order = _topological(module, aliases)
     index = {name: i for i, name in enumerate(order)}
     kinds = {t.name: t for t in aliases}
@@ -433,17 +476,18 @@ def _domain_order(module: ir.Module) -> tuple[list[str], list[str]]:
             ):
                 quoted.add(t.name)
                 changed = True
-    bound = [t.name for t in module.types if not isinstance(t, ir.StructDef) and t.binding]
+    bound = [t.name for t in module.types if not isinstance(t, classes) and t.binding]
     return structs + order + bound, sorted(quoted)
 
 
 def _wire_order(module: ir.Module) -> list[str]:
-    """Wire classes first, then union aliases (of classes), then mapping aliases in order.
+    """Wire classes first, then union aliases (of classes), then mapping aliases in order;
+    enums have none (their class travels).
 
     Validation rejects a mapping that contains itself through mappings alone.
     """
     structs = [t.name for t in module.types if isinstance(t, ir.StructDef)]
-    unions = [t.name for t in module.types if isinstance(t, ir.UnionDef)]
+    unions = [t.name for t in module.types if isinstance(t, ir.UnionDef)]  # enums: none
     mappings = _topological(module, [t for t in module.types if isinstance(t, ir.MappingDef)])
     return structs + unions + mappings
 
@@ -451,7 +495,7 @@ def _wire_order(module: ir.Module) -> list[str]:
 def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
     base: dict[str, object] = {
         "name": t.name,
-        "doc": docstring(t.doc),
+        "doc": docstring(t.doc) if t.doc else None,  # no doc: no docstring, not an empty one
         "bound": t.binding is not None,
         "wire": f"_{t.name}Wire",
         "to_wire": f"_{t.name}_to_wire",
@@ -467,11 +511,9 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
                     "doc": docstring(f.doc) if f.doc else None,
                     "domain": r.domain_annotation(f.type),
                     "wire": r.wire_annotation(f.type, f.constraints),
-                    "default": literal(f.default.value)
-                    if isinstance(f.default, ir.Default)
-                    else None,
+                    "default": _default(r, f),
                     "to_wire_expr": _checked(r, f, f"obj.{f.name}"),
-                    "guard": _fast_guard(f.type, f.constraints, f"v_{f.name}"),
+                    "guard": _fast_guard(r, f.type, f.constraints, f"v_{f.name}"),
                     "to_wire_checked": _checked(r, f, f"v_{f.name}"),
                     "from_wire_expr": r.convert_expr(f.type, f"wire.{f.name}", "from_wire"),
                     "identity": r.identity_on_decode(f.type),
@@ -515,6 +557,22 @@ def _type_view(r: _Renderer, t: ir.TypeDef) -> dict[str, object]:
             domain_alias=" | ".join(v["domain"] for v in variants),  # type: ignore[misc]
             expected=", ".join(v["domain"] for v in variants),  # type: ignore[misc]
         )
+    elif isinstance(t, ir.EnumDef):
+        base.update(
+            kind="enum",
+            wire=t.name,  # the class itself travels (by value)
+            from_wire="_b.identity",
+            base="StrEnum" if isinstance(t.members[0].value, str) else "IntEnum",
+            members=[
+                {
+                    "name": m.name,
+                    "value": literal(m.value),
+                    "doc": docstring(m.doc) if m.doc else None,
+                }
+                for m in t.members
+            ],
+            member_values=_member_values(t),
+        )
     else:
         dict_type = ir.DictOf(t.key, t.value)
         base.update(
@@ -549,15 +607,38 @@ def _union_branches(variants: list[dict[str, object]]) -> list[dict[str, str]]:
     return branches
 
 
-def _fast_guard(t: ir.TypeExpr, constraints: ir.Constraints, value: str) -> str | None:
-    """A type test that is false for every valid ``value`` of a bool, float or str field
-    without constraints, or None.
+def _fast_guard(
+    r: _Renderer, t: ir.TypeExpr, constraints: ir.Constraints, value: str
+) -> str | None:
+    """A type test that is false for every valid ``value`` of a bool, float, str or enum
+    field without constraints, or None.
 
     The encoder reads such a field once and calls its checker only when the test holds
     (the checker then explains): one type test instead of a call, for the common case.
     """
     if isinstance(t, ir.Builtin) and t.name in ("bool", "float", "str") and not constraints.items():
         return f"type({value}) is not {t.name}"
+    if isinstance(t, ir.Named) and r.is_enum(t):
+        return f"type({value}) is not {r.domain_name(t)}"
+    return None
+
+
+def _member_values(t: ir.EnumDef) -> Code:
+    """``dict(IMAGE="image", ...)``: what a bound enum's members must be."""
+    pairs = [
+        code(", " if i else "", m.name, "=", literal(m.value)) for i, m in enumerate(t.members)
+    ]
+    return code("dict(", *pairs, ")")
+
+
+def _default(r: _Renderer, f: ir.Field) -> Code | None:
+    """A field's default in source: a literal, or an enum member (``Modality.IMAGE``)."""
+    if isinstance(f.default, ir.Default):
+        return literal(f.default.value)
+    if isinstance(f.default, ir.MemberDefault):
+        enum = f.type.inner if isinstance(f.type, ir.OptionalOf) else f.type
+        assert isinstance(enum, ir.Named)
+        return code(r.domain_name(enum), ".", f.default.member)
     return None
 
 

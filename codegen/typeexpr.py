@@ -35,9 +35,13 @@ class TypeSyntaxError(Exception):
         self.offset = offset
 
 
+MAX_DEPTH = 32
+"""How deeply type expressions may nest (``list[list[...]]``); real ones nest 3 or 4."""
+
+
 def parse_type(text: str) -> RawType:
     tokens = _tokenize(text)
-    parsed, index = _parse(tokens, 0, text)
+    parsed, index = _parse(tokens, 0, text, 1)
     if index != len(tokens):
         raise TypeSyntaxError(f"unexpected {tokens[index][0]!r}", tokens[index][1])
     return parsed
@@ -59,10 +63,12 @@ def _tokenize(text: str) -> list[tuple[str, int]]:
     return tokens
 
 
-def _parse(tokens: list[tuple[str, int]], index: int, text: str) -> tuple[RawType, int]:
+def _parse(tokens: list[tuple[str, int]], index: int, text: str, depth: int) -> tuple[RawType, int]:
     if index >= len(tokens):
         raise TypeSyntaxError("expected a type name", len(text))
     name, offset = tokens[index]
+    if depth > MAX_DEPTH:
+        raise TypeSyntaxError(f"type nested deeper than {MAX_DEPTH} levels", offset)
     if not (name[0].isalpha() or name[0] == "_"):
         raise TypeSyntaxError(f"expected a type name, found {name!r}", offset)
     index += 1
@@ -78,7 +84,7 @@ def _parse(tokens: list[tuple[str, int]], index: int, text: str) -> tuple[RawTyp
             variadic = True
             index += 1
         else:
-            arg, index = _parse(tokens, index, text)
+            arg, index = _parse(tokens, index, text, depth + 1)
             args.append(arg)
         if index >= len(tokens):
             raise TypeSyntaxError("missing ']'", len(text))

@@ -2,11 +2,13 @@
 
 They stand in for an engine's own classes: the project does not own them, and the
 generated codec (``tests.golden.bound``) must rebuild exactly these classes. ``Shape``
-is a base class the ``Shape`` union is bound to; ``Catalog`` is a dict subclass.
+is a base class the ``Shape`` union is bound to; ``Catalog`` is a dict subclass;
+``Priority`` a plain ``Enum`` that ``tests/schemas/enums.yaml`` binds an enum to.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import torch
@@ -121,3 +123,10 @@ class Scene:
 
     def __repr__(self) -> str:
         return f"Scene(name={self.name!r}, ...)"
+
+
+class Priority(enum.Enum):
+    """A plain Enum (neither IntEnum nor StrEnum): its members are not ints."""
+
+    LOW = 1
+    HIGH = 2

@@ -42,3 +42,37 @@ def test_reveal_types_of_the_generated_api(tmp_path: Path) -> None:
     out, err, _ = api.run(["--strict", "--no-error-summary", "--no-pretty", str(snippet)])
     lines = [line.split(": ", 1)[1] for line in out.splitlines() if "snippet.py:" in line]
     assert lines == EXPECTED, out + err
+
+
+UNION_SNIPPET = """
+from mmcodec.generated import multimodal as mm
+from tests.golden import enums, features
+
+frames = mm.encode(slice(0, 3), type=mm.FlatSlice)
+reveal_type(mm.decode(frames, mm.FlatSlice))
+reveal_type(mm.decode_bytes(b"", mm.FlatSlice))
+reveal_type(features.decode(frames, features.Event))
+reveal_type(enums.decode(frames, enums.Setting))
+reveal_type(enums.decode(frames, enums.Modality))
+"""
+
+SLICES = "slice[Any, Any, Any]"
+UNION_EXPECTED = [
+    f'note: Revealed type is "{SLICES} | tuple[{SLICES}, ...] | list[{SLICES}]"',
+    f'note: Revealed type is "{SLICES} | tuple[{SLICES}, ...] | list[{SLICES}]"',
+    'note: Revealed type is "tests.golden.features.Click | tests.golden.features.Key | bool'
+    f' | {SLICES}"',
+    # Level | int | Modality: an IntEnum is an int, so mypy joins the first two.
+    'note: Revealed type is "int | tests.golden.enums.Modality"',
+    'note: Revealed type is "tests.golden.enums.Modality"',
+]
+
+
+def test_union_aliases_type_check_in_decode(tmp_path: Path) -> None:
+    """A union alias is no class: ``type: type[_T]`` made mypy infer ``Never`` (and report
+    the call); ``TypeForm[_T]`` (PEP 747) takes any type expression."""
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(textwrap.dedent(UNION_SNIPPET))
+    out, err, _ = api.run(["--strict", "--no-error-summary", "--no-pretty", str(snippet)])
+    lines = [line.split(": ", 1)[1] for line in out.splitlines() if "snippet.py:" in line]
+    assert lines == UNION_EXPECTED, out + err

@@ -102,6 +102,8 @@ class Schemas:
             return [f.type for f in t.fields]
         if isinstance(t, ir.UnionDef):
             return [v.type for v in t.variants]
+        if isinstance(t, ir.EnumDef):
+            return []  # members are plain values
         return [t.key, t.value]
 
     def _borrowing(self) -> set[Key]:

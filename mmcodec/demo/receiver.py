@@ -137,7 +137,7 @@ def serve(
     except SenderGone as e:
         reports.setsockopt(zmq.LINGER, 0)  # nobody is left to read a report
         if attacher is not None:
-            attacher.orphaned()  # removes the dead sender's segment file, if still there
+            attacher.orphaned()  # drops the dead sender's segment: its memory goes with us
         print(f"receiver {reader}: {e}; exiting", file=sys.stderr)
         return 3
     except zmq.Again:

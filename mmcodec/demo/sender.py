@@ -25,7 +25,6 @@ from mmcodec.transport import zmq as mmzmq
 from mmcodec.transport.shm import (
     DEFAULT_POOL_BYTES,
     MAX_READERS,
-    SEGMENT_DIR,
     SharedMemoryPool,
     SharedMemoryUnavailable,
 )
@@ -321,14 +320,12 @@ def run(
 
 
 def _open_pool(out: TextIO, readers: int) -> SharedMemoryPool | None:
-    """A pool that fits this machine's /dev/shm, or None (said on ``out``) when there is none.
-
-    The pool sends what does not fit through ZMQ, so a small /dev/shm (64 MB in a default
-    Docker container) only means fewer frames go through shared memory.
+    """A pool that fits this machine's free memory, or None (said on ``out``) when there is
+    none. The pool sends what does not fit through ZMQ, so a smaller pool only means fewer
+    frames go through shared memory.
     """
     try:
-        stats = os.statvfs(SEGMENT_DIR)
-        free = stats.f_bavail * stats.f_frsize
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         return SharedMemoryPool(size=min(DEFAULT_POOL_BYTES, free // 2), readers=readers)
     except (SharedMemoryUnavailable, OSError, ValueError) as e:
         print(f"shared memory is not available here ({e}): skipped the --shm run", file=out)

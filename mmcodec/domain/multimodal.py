@@ -23,7 +23,9 @@ from typing import Any, Self, TypeAlias, cast
 import msgspec
 import torch
 
+from mmcodec.domain.reduce_bound import POINTER_BYTES, TENSOR_BYTES, ReduceBound, tensor_bytes
 from mmcodec.runtime.equality import values_equal
+from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 
 __all__ = [
     "BaseMultiModalField",
@@ -64,15 +66,25 @@ class BaseMultiModalField(abc.ABC):
         return [MultiModalFieldElem(piece, self) for piece in self.build_elems(data)]
 
     @abc.abstractmethod
-    def _reduce(self, datas: list[NestedTensors]) -> NestedTensors:
-        """Merge per-item data (all of this field's class, none None) into a batch value."""
+    def _reduce(self, datas: list[NestedTensors], bound: ReduceBound) -> NestedTensors:
+        """Merge per-item data (all of this field's class, none None) into a batch value,
+        checking with ``bound`` what it builds before it allocates."""
 
-    def reduce_data(self, elems: Sequence[MultiModalFieldElem]) -> NestedTensors:
+    def reduce_data(
+        self, elems: Sequence[MultiModalFieldElem], *, limits: Limits = DEFAULT_LIMITS
+    ) -> NestedTensors:
         """Merge the elements' data into a batch value; the inverse of ``build_elems``.
 
         Raises ValueError when an element has a field of another class (the merge rule would
-        be ambiguous) or holds no data (a cached item whose data was not sent).
+        be ambiguous) or holds no data (a cached item whose data was not sent), and, before
+        allocating, when the batch would take more than ``limits.max_reduce_ratio`` times
+        the bytes the elements hold (see :mod:`mmcodec.domain.reduce_bound`).
         """
+        return self._reduce_elems(elems, limits, f"{len(elems)} elements")
+
+    def _reduce_elems(
+        self, elems: Sequence[MultiModalFieldElem], limits: Limits, what: str
+    ) -> NestedTensors:
         cls = type(self)
         datas: list[NestedTensors] = []
         for i, elem in enumerate(elems):
@@ -84,7 +96,7 @@ class BaseMultiModalField(abc.ABC):
             if elem.data is None:
                 raise ValueError(f"cannot reduce element {i}: its data is None")
             datas.append(elem.data)
-        return self._reduce(datas)
+        return self._reduce(datas, ReduceBound(datas, limits.max_reduce_ratio, what))
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -112,15 +124,16 @@ class BatchedField(BaseMultiModalField):
             return list(data)
         raise TypeError(f"a batched field needs a tensor, list or tuple, not {type(data).__name__}")
 
-    def _reduce(self, datas: list[NestedTensors]) -> NestedTensors:
+    def _reduce(self, datas: list[NestedTensors], bound: ReduceBound) -> NestedTensors:
         if not datas or not all(isinstance(d, torch.Tensor) for d in datas):
             return datas
         tensors = cast(list[torch.Tensor], datas)
         first = tensors[0]
         if len(tensors) == 1:
             # Same result as torch.stack, without a copy when the tensor is contiguous.
-            return first.unsqueeze(0).contiguous()
+            return _contiguous(first.unsqueeze(0), bound)
         if all(t.shape == first.shape and t.dtype == first.dtype for t in tensors):
+            bound.check_tensors(len(tensors) * tensor_bytes(first.shape, first.dtype))
             return torch.stack(tensors)
         return datas
 
@@ -160,37 +173,45 @@ class FlatField(BaseMultiModalField):
             return [data[s] for s in self.slices]  # type: ignore[index]
         raise TypeError(f"a flat field needs a tensor, list or tuple, not {type(data).__name__}")
 
-    def _reduce(self, datas: list[NestedTensors]) -> NestedTensors:
+    def _reduce(self, datas: list[NestedTensors], bound: ReduceBound) -> NestedTensors:
         if datas and all(isinstance(d, torch.Tensor) for d in datas):
-            return self._concat(cast(list[torch.Tensor], datas))
+            return self._concat(cast(list[torch.Tensor], datas), bound)
         if self.dim != 0:
             raise ValueError(f"a flat field over lists needs dim 0, not {self.dim}")
-        out: list[NestedTensors] = []
+        building = 0
         for d in datas:
             if not isinstance(d, (torch.Tensor, list, tuple)):
                 raise TypeError(f"cannot flatten a {type(d).__name__} into a flat field's batch")
-            out.extend(d)
+            # A tensor's rows become new tensors; a list's entries, pointers.
+            each = TENSOR_BYTES + POINTER_BYTES if isinstance(d, torch.Tensor) else POINTER_BYTES
+            building += len(d) * each
+        bound.check(building)  # one list shared by many elements, an empty tensor's rows
+        out: list[NestedTensors] = []
+        for d in datas:
+            out.extend(d)  # type: ignore[arg-type]
         return out
 
-    def _concat(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+    def _concat(self, tensors: list[torch.Tensor], bound: ReduceBound) -> torch.Tensor:
         first = tensors[0]
         if len(tensors) == 1:
             # Same result as torch.cat, without a copy when the tensor is contiguous.
-            return first.contiguous()
+            return _contiguous(first, bound)
         ndim = first.ndim
         dim = self.dim + ndim if self.dim < 0 else self.dim
         if any(t.ndim != ndim for t in tensors):
             raise ValueError("cannot concatenate tensors of different ranks in a flat field")
+        dtype = first.dtype
+        for t in tensors[1:]:
+            dtype = torch.promote_types(dtype, t.dtype)  # what torch.cat produces
         off_dim = first.shape[:dim] + first.shape[dim + 1 :]
         if all(t.shape[:dim] + t.shape[dim + 1 :] == off_dim for t in tensors):
+            bound.check_tensors(sum(t.numel() for t in tensors) * dtype.itemsize)
             return torch.cat(tensors, dim=dim)
         # Ragged off `dim` (e.g. audio of different lengths): zero-pad every other dimension
         # to its maximum, as vLLM does, by writing each tensor into a zeroed output.
         sizes = [max(t.shape[d] for t in tensors) for d in range(ndim)]
         sizes[dim] = sum(t.shape[dim] for t in tensors)
-        dtype = first.dtype
-        for t in tensors[1:]:
-            dtype = torch.promote_types(dtype, t.dtype)  # what torch.cat would produce
+        bound.check_tensors(tensor_bytes(sizes, dtype))
         out = torch.zeros(sizes, dtype=dtype, device=first.device)
         start = 0
         for t in tensors:
@@ -237,16 +258,24 @@ class SharedField(BaseMultiModalField):
         # which travels once.
         return [MultiModalFieldElem(data, self)] * self.batch_size
 
-    def _reduce(self, datas: list[NestedTensors]) -> NestedTensors:
+    def _reduce(self, datas: list[NestedTensors], bound: ReduceBound) -> NestedTensors:
         if not datas:
             raise ValueError("a shared field cannot reduce zero elements")
-        return datas[0]
+        return datas[0]  # builds nothing
 
     def _params(self) -> tuple[Any, ...]:
         return (self.keep_on_cpu, self.batch_size)
 
     def __repr__(self) -> str:
         return f"SharedField(batch_size={self.batch_size!r}, keep_on_cpu={self.keep_on_cpu!r})"
+
+
+def _contiguous(t: torch.Tensor, bound: ReduceBound) -> torch.Tensor:
+    """``t`` itself when contiguous (no copy, nothing to check), else a checked copy."""
+    if t.is_contiguous():
+        return t
+    bound.check_tensors(tensor_bytes(t.shape, t.dtype))
+    return t.contiguous()
 
 
 class MultiModalFieldElem(msgspec.Struct, eq=False):
@@ -348,11 +377,14 @@ class MultiModalKwargsItems(dict[str, list[MultiModalKwargsItem | None]]):
             ]
         return out
 
-    def get_data(self) -> dict[str, NestedTensors]:
+    def get_data(self, *, limits: Limits = DEFAULT_LIMITS) -> dict[str, NestedTensors]:
         """The batch to pass to the model: every key's elements, across all items, reduced.
 
         Elements are gathered in modality order, then item order. Raises RuntimeError (as
-        vLLM does) when an item is None: its data is cached elsewhere and was not filled in.
+        vLLM does) when an item is None: its data is cached elsewhere and was not filled in;
+        ValueError as ``reduce_data`` does, naming the key, when a key's elements cannot be
+        merged or their batch would take more than ``limits.max_reduce_ratio`` times the
+        bytes they hold (checked before anything is allocated).
         """
         elems_by_key: dict[str, list[MultiModalFieldElem]] = {}
         for modality, items in self.items():
@@ -361,7 +393,10 @@ class MultiModalKwargsItems(dict[str, list[MultiModalKwargsItem | None]]):
                     raise RuntimeError(f"cannot build data: item {modality!r}[{i}] is None")
                 for key, elem in item.items():
                     elems_by_key.setdefault(key, []).append(elem)
-        return {key: elems[0].field.reduce_data(elems) for key, elems in elems_by_key.items()}
+        return {
+            key: elems[0].field._reduce_elems(elems, limits, repr(key))
+            for key, elems in elems_by_key.items()
+        }
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MultiModalKwargsItems) or type(other) is not type(self):

@@ -29,9 +29,14 @@ from pickle import PickleBuffer  # a buffer wrapper; nothing here pickles (see _
 from types import ModuleType
 from typing import Any
 
-import ray
-import ray.exceptions
-import ray.util
+from mmcodec._extras import missing_extra
+
+try:
+    import ray
+    import ray.exceptions
+    import ray.util
+except ModuleNotFoundError as e:
+    raise missing_extra(e, __name__) from None
 
 from mmcodec.runtime.errors import DecodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits

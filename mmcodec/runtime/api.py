@@ -17,11 +17,12 @@ from __future__ import annotations
 
 __all__ = ["API_LEVEL", "OLDEST_API_LEVEL", "require_api"]
 
-API_LEVEL = 2
+API_LEVEL = 3
 """The level the compiler of this version generates, and the newest this runtime serves.
 
 Level 2: per-message tables by index (``reserve_tables``, ``ctx.tables``); level 1 modules
-use ``ctx.shared``, which contexts still offer."""
+use ``ctx.shared``, which contexts still offer. Level 3: enums (``builtins.not_a_member``,
+``builtins.check_enum``)."""
 OLDEST_API_LEVEL = 1
 """The oldest level of generated code this runtime still serves."""
 

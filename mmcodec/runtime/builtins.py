@@ -7,6 +7,7 @@ when the error is raised and added to its path; nothing is converted twice.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import inspect
 import operator
 import re
@@ -320,6 +321,46 @@ def assigns_fields(cls: type, names: tuple[str, ...]) -> bool:
     return fields == parameters == list(names)
 
 
+# -- enums --------------------------------------------------------------------------
+
+
+def not_a_member(value: object, cls: type) -> EncodeError:
+    """The error for a value of an enum-typed field that is not one of the enum's members
+    (a plain value equal to one is not: the receiver would not get the member back)."""
+    if isinstance(value, (bool, int, float, str, enum.Enum)):
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return EncodeError(f"expected a {cls.__name__} member, got {type(value).__name__} {shown}")
+    return EncodeError(f"expected a {cls.__name__} member, got {type(value).__name__}")
+
+
+def check_enum(cls: Any, name: str, members: dict[str, int | str]) -> None:
+    """Refuse, when a generated module is imported, an enum class bound to schema type
+    ``name`` whose members differ from the schema's (``members``: name -> value).
+
+    msgspec decodes a bound enum by its class: an extra member would be accepted from the
+    wire, a missing one could not be rebuilt, a different value would be misread.
+    """
+    where = f"{getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', cls)!s}"
+    if not (isinstance(cls, type) and issubclass(cls, enum.Enum)):
+        raise TypeError(f"schema type {name!r} is an enum, but it is bound to {where}, not an Enum")
+    actual = {member.name: member.value for member in cls}
+    differences = [
+        *(f"{m} = {v!r} is missing" for m, v in members.items() if m not in actual),
+        *(
+            f"{m} is {actual[m]!r}, the schema says {v!r}"
+            for m, v in members.items()
+            if m in actual and (type(actual[m]) is not type(v) or actual[m] != v)
+        ),
+        *(f"{m} = {v!r} is not in the schema" for m, v in actual.items() if m not in members),
+    ]
+    if differences:
+        raise TypeError(
+            f"{where}, bound to schema type {name!r}, has other members than the schema: "
+            + "; ".join(differences)
+        )
+
+
 def construct_failure(cls: type, error: Exception) -> DecodeError:
     return DecodeError(
         f"{cls.__name__} rejected the decoded values ({type(error).__name__}: {error})"
@@ -333,6 +374,7 @@ def identity(value: Any, ctx: Any) -> Any:
 __all__ = [
     "NestedTensors",
     "check_count",
+    "check_enum",
     "check_int64",
     "constrained",
     "construct_failure",
@@ -349,6 +391,7 @@ __all__ = [
     "mapping_builder",
     "nested_tensors_from_wire",
     "nested_tensors_to_wire",
+    "not_a_member",
     "slice_from_wire",
     "slice_to_wire",
     "tensor_from_wire",

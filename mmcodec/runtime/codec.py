@@ -18,7 +18,12 @@ import msgspec
 from mmcodec.runtime import framing
 from mmcodec.runtime.errors import DecodeError, EncodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
-from mmcodec.runtime.paths import Key, locate_validation_error, locate_wire_steps
+from mmcodec.runtime.paths import (
+    Key,
+    counts_elements,
+    locate_validation_error,
+    locate_wire_steps,
+)
 from mmcodec.runtime.tensors import (
     DEFAULT_INLINE_THRESHOLD,
     EAGER_TENSORS,
@@ -41,6 +46,7 @@ from mmcodec.runtime.wire import (
     Envelope,
     EnvelopeHead,
     TensorRun,
+    check_format,
     typed_envelope,
 )
 
@@ -118,7 +124,8 @@ def _check_container_lengths(header: bytes, named: NamedType, max_elements: int)
             items = ((Key(key), item) for key, item in value.items())
         else:
             continue
-        if len(value) > max_elements:
+        # Structs travel as arrays too: only containers count (as the receiver counts).
+        if len(value) > max_elements and counts_elements(named.wire_type, body, list(steps)):
             path = locate_wire_steps(named.wire_type, body, list(steps))
             raise EncodeError(
                 f"{len(value)} elements exceed the receiver's limit of {max_elements} "
@@ -332,17 +339,6 @@ class SchemaCodec:
             )
         if head.root != named.name:
             raise DecodeError(f"message holds a {head.root}, not a {named.name}")
-
-
-def check_format(head: Any) -> None:
-    """An envelope's magic and wire version (``head``: any object with those fields)."""
-    if head.magic != MAGIC:
-        raise DecodeError(f"frame 0 is not an mmcodec header (magic {head.magic!r})")
-    if head.wire_version != WIRE_VERSION:
-        raise DecodeError(
-            f"wire format version {head.wire_version} is not supported "
-            f"(this decoder reads version {WIRE_VERSION})"
-        )
 
 
 def codec_of(module: ModuleType) -> SchemaCodec:

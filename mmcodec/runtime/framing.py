@@ -45,6 +45,21 @@ def _flat_bytes(view: memoryview, what: str) -> memoryview:
     return view
 
 
+def _not_one_buffer(frames: Any) -> None:
+    """Raise the error that points at ``decode_bytes`` when ``frames`` is one buffer.
+
+    Called only on the way to another error: a list of frames never pays for the check.
+    """
+    try:
+        memoryview(frames)  # bytes, bytearray, memoryview, mmap, an array: one buffer
+    except TypeError:
+        return  # a sequence of frames after all
+    raise DecodeError(
+        f"decode takes the list of frames encode returned, not one {type(frames).__name__}: "
+        "for a single buffer (what encode_bytes returned), call decode_bytes"
+    )
+
+
 def as_byte_views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:
     """One flat byte memoryview per frame, with the frame count and sizes bounded."""
     try:
@@ -52,8 +67,10 @@ def as_byte_views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:
     except TypeError:
         raise DecodeError(f"frames must be a sequence, got {type(frames).__name__}") from None
     if count == 0:
+        _not_one_buffer(frames)
         raise DecodeError("no frames: a message has at least its header frame")
     if count > limits.max_frames:
+        _not_one_buffer(frames)
         raise DecodeError(f"{count} frames exceed the limit of {limits.max_frames}")
     views: list[memoryview] = []
     total = 0
@@ -61,6 +78,7 @@ def as_byte_views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:
         try:
             view = memoryview(frame)
         except TypeError:
+            _not_one_buffer(frames)
             raise DecodeError(
                 f"frame {len(views)} is a {type(frame).__name__}, not a bytes-like object"
             ) from None
@@ -68,6 +86,8 @@ def as_byte_views(frames: Sequence[Any], limits: Limits) -> list[memoryview]:
             view = _flat_bytes(view, f"frame {len(views)}")  # the message is built only here
         total += view.nbytes
         views.append(view)
+    if views[0].nbytes <= 1:  # no header is this short; an mmap iterates as 1-byte "frames"
+        _not_one_buffer(frames)
     if views[0].nbytes > limits.max_header_bytes:
         raise DecodeError(
             f"header of {views[0].nbytes} bytes exceeds the limit of {limits.max_header_bytes}"
@@ -140,5 +160,12 @@ def save_frames(frames: Sequence[Any], path: str | os.PathLike[str]) -> None:
 
 
 def load_frames(path: str | os.PathLike[str], limits: Limits = DEFAULT_LIMITS) -> list[memoryview]:
-    """The frames saved in ``path`` by :func:`save_frames` (or an ``encode_bytes`` buffer)."""
-    return split(Path(path).read_bytes(), limits)
+    """The frames saved in ``path`` by :func:`save_frames` (or an ``encode_bytes`` buffer).
+
+    A file larger than ``limits.max_total_bytes`` is refused from its size, unread.
+    """
+    with Path(path).open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limits.max_total_bytes:
+            raise DecodeError(f"{size} bytes exceed the limit of {limits.max_total_bytes}")
+        return split(f.read(), limits)

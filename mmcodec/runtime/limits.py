@@ -1,4 +1,4 @@
-"""Bounds a decoder enforces on untrusted input, before it allocates anything."""
+"""Bounds on what untrusted input may cost, each enforced before anything is allocated."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Per-decode limits. Every field bounds work or memory an attacker could ask for.
+    """Per-call limits. Every field bounds work or memory an attacker could ask for.
 
-    The defaults fit the largest realistic multimodal requests (a 16-image video
-    request is ~200 MB and a few hundred tensors) with a wide margin.
+    The decoder (and the encoder, for the receiver's sake) applies all but the last;
+    ``max_reduce_ratio`` bounds what the domain classes build from decoded values
+    (``get_data``, ``reduce_data``). The defaults fit the largest realistic multimodal
+    requests (a 16-image video request is ~200 MB and a few hundred tensors) with a
+    wide margin.
     """
 
     max_frames: int = 4096
@@ -34,6 +37,13 @@ class Limits:
     of a message's cost to ~60 MB. Realistic messages hold a few hundred."""
     max_ndim: int = 16
     """Dimensions of one tensor."""
+    max_reduce_ratio: int = 16
+    """A reduce (``get_data``, ``reduce_data``) builds at most this many times the bytes its
+    elements hold: their tensors' memory, each byte counted once however many references
+    share it, and 8 bytes per entry of each distinct list (mmcodec/domain/reduce_bound.py).
+
+    Stacking or concatenating distinct tensors builds 1x; zero-padding ragged elements and
+    repeating one item in a batch build more. Not a decode limit: decoding never reduces."""
 
 
 DEFAULT_LIMITS = Limits()

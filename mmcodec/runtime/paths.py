@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
 import msgspec
 import msgspec.inspect as mi
 
 from mmcodec.runtime.wire import ListNode, TupleNode
 
-_AT = re.compile(r"^(?P<message>.*) - at `(?P<path>\$.*)`$", re.DOTALL)
+_AT = re.compile(r"^(?P<message>.*) - at `(?P<key>key` in `)?(?P<path>\$.*)`$", re.DOTALL)
 _SEGMENT = re.compile(r"\[(\d+|\.\.\.)\]|\.(\w+)")
 
 
@@ -28,12 +28,34 @@ def locate_validation_error(text: str, wire_type: Any, raw: Any) -> tuple[str, s
     message, wire_path = match["message"], match["path"]
     try:
         value = msgspec.msgpack.decode(raw)
-        path = _translate(_type_info(wire_type), value, _SEGMENT.findall(wire_path[1:]))
+        found = _walk(_type_info(wire_type), value, _SEGMENT.findall(wire_path[1:]))
+        path = None if found is None else found[0]
+        if found is not None and match["key"]:  # a dict's key failed: which one
+            path = _key_path(*found)
     except Exception:  # a best effort: fall back to the wire path
         path = None
     if path is None:
-        return f"{wire_path} (wire path)", message
+        key = " (a key)" if match["key"] else ""
+        return f"{wire_path} (wire path){key}", message
     return path, message
+
+
+def _key_path(path: str, info: mi.Type, value: Any) -> str | None:
+    """``$.table['music'] (key)``: the first key of the dict at ``path`` that fails alone."""
+    while isinstance(info, mi.Metadata):
+        info = info.type
+    info = _resolve_union(info, value)
+    if not (isinstance(info, mi.DictType) and isinstance(value, dict)):
+        return None
+    keys = list(value)
+    try:
+        msgspec.convert(keys, list[_python_type(info.key_type)], strict=True)  # type: ignore[misc]
+    except msgspec.ValidationError as e:
+        match = _AT.match(str(e))
+        index = _FIRST_INDEX.match(match["path"]) if match else None
+        if index is not None:
+            return f"{path}[{keys[int(index[1])]!r}] (key)"
+    return None
 
 
 def locate_wire_steps(wire_type: Any, value: Any, steps: list[int | Key]) -> str:
@@ -50,6 +72,36 @@ def locate_wire_steps(wire_type: Any, value: Any, steps: list[int | Key]) -> str
     if path is None:
         return "$" + "".join(f"[{step!r}]" for step in steps) + " (wire path)"
     return path
+
+
+def counts_elements(wire_type: Any, value: Any, steps: list[int | Key]) -> bool:
+    """Whether ``value[steps[0]][steps[1]]...`` (as in :func:`locate_wire_steps`) is a
+    container whose length a receiver bounds by ``max_elements`` (a list, a variable
+    tuple, a mapping), not a struct or a fixed tuple that merely travels as an array.
+    True when the wire type cannot say: the sender then errs on the safe side."""
+    try:
+        info = _type_info(wire_type)
+        for step in steps:
+            info = _resolve_union(_unwrap(info), value)
+            if isinstance(step, Key):
+                info, value = info.value_type, value[step.key]  # type: ignore[attr-defined]
+            elif isinstance(info, mi.StructType):
+                shift = 1 if info.tag is not None else 0
+                info, value = info.fields[step - shift].type, value[step]
+            elif isinstance(info, mi.TupleType):
+                info, value = info.item_types[step], value[step]
+            else:
+                info, value = info.item_type, value[step]  # type: ignore[attr-defined]
+        info = _resolve_union(_unwrap(info), value)
+    except Exception:  # pragma: no cover - steps come from the same body: a best effort
+        return True
+    return not isinstance(info, (mi.StructType, mi.TupleType))
+
+
+def _unwrap(info: mi.Type) -> mi.Type:
+    while isinstance(info, mi.Metadata):  # wire.NonNegative's marker, say
+        info = info.type
+    return info
 
 
 class Key:
@@ -73,6 +125,14 @@ def _type_info(wire_type: Any) -> mi.Type:
 def _translate(
     info: mi.Type, value: Any, segments: list[tuple[str, str]] | list[tuple[str, str] | Key]
 ) -> str | None:
+    found = _walk(info, value, segments)
+    return None if found is None else found[0]
+
+
+def _walk(
+    info: mi.Type, value: Any, segments: list[tuple[str, str]] | list[tuple[str, str] | Key]
+) -> tuple[str, mi.Type, Any] | None:
+    """The schema path of ``segments``, and the type and value it leads to."""
     out = "$"
     for segment in segments:
         while isinstance(info, mi.Metadata):  # wire.NonNegative's marker, say
@@ -99,8 +159,7 @@ def _translate(
         if isinstance(info, mi.StructType) and info.array_like:
             shift = 1 if info.tag is not None else 0
             if index < shift:
-                out += ".<tag>"
-                return out
+                return out + ".<tag>", info, value
             field = info.fields[index - shift]
             if info.cls not in _NESTED_NODES:  # a list of nested tensors is its items
                 out += f".{field.name}"
@@ -113,7 +172,7 @@ def _translate(
             info, value = info.item_types[index], value[index]
         else:
             return None
-    return out
+    return out, info, value
 
 
 def _resolve_union(info: mi.Type, value: Any) -> mi.Type:
@@ -174,8 +233,10 @@ def _python_type(info: mi.Type) -> Any:
     """The annotation msgspec would build ``info`` from (constraints included)."""
     if isinstance(info, mi.Metadata):  # e.g. wire.NonNegative's marker for tools
         return _python_type(info.type)
-    if isinstance(info, mi.StructType):
+    if isinstance(info, (mi.StructType, mi.EnumType)):
         return info.cls
+    if isinstance(info, mi.LiteralType):
+        return Literal[info.values]
     if isinstance(info, mi.UnionType):
         members = tuple(_python_type(t) for t in info.types)
         return Union[members]  # noqa: UP007 - built from a runtime tuple

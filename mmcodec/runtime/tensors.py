@@ -49,7 +49,7 @@ _Tensor = torch.Tensor
 
 def _prime_readonly_warning() -> None:
     # torch warns once per process when it wraps a read-only buffer. Decoded tensors
-    # view read-only frames by design (see the README's mutability contract), so the
+    # view read-only frames by design (docs/codec.md#memory-who-owns-what), so the
     # warning carries no information: spend its one shot here, where it is silenced.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 import msgspec
 
+from mmcodec.runtime.errors import DecodeError
+
 MAGIC = "mmc"
 WIRE_VERSION = 2
 
@@ -63,6 +65,17 @@ class Envelope(msgspec.Struct, array_like=True, gc=False, frozen=True, forbid_un
     refs: list[int]
     """Tensor reference -> position among the runs' tensors; empty when they coincide."""
     body: msgspec.Raw
+
+
+def check_format(head: Any) -> None:
+    """An envelope's magic and wire version (``head``: any object with those fields)."""
+    if head.magic != MAGIC:
+        raise DecodeError(f"frame 0 is not an mmcodec header (magic {head.magic!r})")
+    if head.wire_version != WIRE_VERSION:
+        raise DecodeError(
+            f"wire format version {head.wire_version} is not supported "
+            f"(this decoder reads version {WIRE_VERSION})"
+        )
 
 
 def typed_envelope(schema: str, major: int, name: str, body_type: object) -> type[msgspec.Struct]:

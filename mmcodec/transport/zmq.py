@@ -61,7 +61,7 @@ Shared memory (same host, opt-in on both sides)
     you like after ``send`` returns (the tracker covers only what ZMQ still reads).
     ``recv(..., shm=attacher)`` with a :class:`~mmcodec.transport.shm.SharedMemoryAttacher`
     decodes tensors that view the shared pages; without one a control part is a
-    DecodeError, so a default receiver never opens a file a peer names. Fan-out: a pool
+    DecodeError, so a default receiver never opens anything a peer names. Fan-out: a pool
     made with ``readers=N`` and a PUB (or XPUB) socket with N SUB subscribers, each
     receiving with ``SharedMemoryAttacher(reader=i)``: one copy into shared memory, N
     readers of it; a region is reused once all N released it (or are gone, skipped the
@@ -81,7 +81,12 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any, Final, Protocol, TypeVar
 
-import zmq
+from mmcodec._extras import missing_extra
+
+try:
+    import zmq
+except ModuleNotFoundError as e:
+    raise missing_extra(e, __name__) from None
 
 from mmcodec.runtime.errors import DecodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import pytest
 import torch
 
 from mmcodec.generated import multimodal as mm
@@ -54,12 +55,45 @@ def test_a_small_tensor_referenced_twice_is_inlined_once() -> None:
     assert payload_bytes_of(frames) == 24
 
 
-def test_equal_views_of_one_storage_travel_once() -> None:
-    base = torch.arange(1000, dtype=torch.float32)
-    first, second = base.view(10, 100), base.view(10, 100)
+@pytest.mark.parametrize(
+    ("numel", "frames_expected"), [(1000, 2), (6, 1)], ids=["in a frame", "inline"]
+)
+def test_equal_views_of_one_storage_travel_once_and_decode_as_one_tensor(
+    numel: int, frames_expected: int
+) -> None:
+    # Two view objects of the same bytes with the same dtype and shape are one tensor on
+    # the wire: one run (the header does not grow by a second one, nor, inline, by a
+    # second copy of the bytes), a reference table pointing both at it, and one object
+    # when decoded, as for one tensor referenced twice.
+    base = torch.arange(numel, dtype=torch.float32)
+    first, second = base.view(2, numel // 2), base.view(2, numel // 2)
     assert first is not second
     frames = _round_trip_pair(first, second)
-    assert payload_bytes_of(frames) == 4000
+    assert len(frames) == frames_expected
+    assert payload_bytes_of(frames) == 4 * numel
+    envelope = header(frames)
+    assert [(run.dtype, run.shape, run.count) for run in envelope.tensors] == [
+        ("float32", [2, numel // 2], 1)
+    ]
+    assert envelope.refs == [0, 0]
+    once = mm.encode(_item(a=_batched(first), b=_batched(first)))  # one object, twice
+    assert frames[0].nbytes <= once[0].nbytes + len(msgspec.msgpack.encode([0, 0]))
+    decoded = mm.decode(frames, mm.MultiModalKwargsItem)
+    assert decoded["a"].data is decoded["b"].data
+    copied = mm.decode([bytes(f) for f in frames], mm.MultiModalKwargsItem, copy=True)
+    assert copied["a"].data is copied["b"].data
+
+
+def test_views_of_one_storage_with_other_shapes_are_not_merged() -> None:
+    # The same bytes under another shape are another tensor: both decode, as themselves.
+    base = torch.arange(1000, dtype=torch.float32)
+    frames = _round_trip_pair(base.view(10, 100), base.view(100, 10))
+    assert len(frames) == 2 and payload_bytes_of(frames) == 4000
+    runs = header(frames).tensors
+    assert [(run.shape, run.data, run.offset) for run in runs] == [
+        ([10, 100], 1, 0),
+        ([100, 10], 1, 0),
+    ]
 
 
 def test_views_of_one_storage_apart_travel_as_their_own_bytes() -> None:

@@ -182,9 +182,118 @@ def test_a_new_major_version_may_break_anything(
         old.read_text()
         .replace("version: 1", "version: 2")
         .replace("name: {type: str}", "name: {type: bytes}")
+        .replace("price: {type: float, ge: 0}", "cost: {type: float, ge: 0}")
     )
-    code, _ = run(capsys, str(old), str(new))
-    assert code == 0
+    code, out = run(capsys, str(old), str(new))
+    shown = str(new.relative_to("/"))
+    # Allowed (exit 0), and the report says that the major changed and what it broke.
+    assert (code, out.splitlines()) == (
+        0,
+        [
+            f"{shown}:2:10: note: schema 'shop': major version 1 -> 2; old and new codecs "
+            "reject each other's messages; 1 breaking change below",
+            f"{shown}:7:7: note: Item: field `price` renamed to `cost` (compatible: names do not "
+            "travel; the Python API and bound classes see the new name) [major version 1 -> 2]",
+            f"{shown}:6:7: Item: field `name` type changed from str to bytes "
+            "[major version 1 -> 2]",
+            "ok: 1 schema(s) with a new major version",
+        ],
+    )
+    assert main(["--root", "/", "compat", "--format", "json", str(old), str(new)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["breaking"] == [] and report["notes"] == []
+    (major,) = report["majors"]
+    assert {k: major[k] for k in ("file", "line", "column", "schema", "old", "new")} == {
+        "file": shown,
+        "line": 2,
+        "column": 10,
+        "schema": "shop",
+        "old": 1,
+        "new": 2,
+    }
+    assert [c["message"] for c in major["breaking"]] == [
+        "field `name` type changed from str to bytes"
+    ]
+    assert [c["subject"] for c in major["notes"]] == ["Item"]
+
+
+def test_a_major_version_raised_without_need_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = write(tmp_path / "old.yaml")
+    new = write(tmp_path / "new.yaml", major=4)
+    code, out = run(capsys, str(old), str(new))
+    assert (code, out.splitlines()[0]) == (
+        0,
+        f"{new.relative_to('/')}:2:10: note: schema 'shop': major version 1 -> 4; old and new "
+        "codecs reject each other's messages; nothing in it breaks the old version (a new "
+        "major version was not needed)",
+    )
+
+
+def test_a_lowered_major_version_is_breaking(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = write(tmp_path / "old.yaml", major=2)
+    new = write(tmp_path / "new.yaml", major=1)
+    code, out = run(capsys, str(old), str(new))
+    assert (code, out.splitlines()[0]) == (
+        1,
+        f"{new.relative_to('/')}:2:10: schema 'shop': major version lowered from 2 to 1; a "
+        "major version only goes up (codecs of an earlier version 1 would misread these "
+        "messages)",
+    )
+
+
+ENUM = "  Mode:\n    enum:\n{members}\n"
+MEMBERS = "      FAST: 0\n      SAFE: 1"
+
+
+@pytest.mark.parametrize(
+    ("members", "code", "expected"),
+    [
+        ("      FAST: 0\n      SAFE: 1\n      LAZY: 2", 0, []),  # a member with a new value
+        ("      SAFE: 1\n      FAST: 0", 0, []),  # order does not travel
+        (
+            "      QUICK: 0\n      SAFE: 1",
+            0,
+            [
+                "26:7: note: Mode: member `FAST` renamed to `QUICK` (compatible: its value 0 "
+                "is what travels; the Python API sees the new name)"
+            ],
+        ),
+        (
+            "      FAST: 0\n      SAFE: 2",
+            1,
+            ["27:7: Mode: member `SAFE` value changed from 1 to 2; the value is what travels"],
+        ),
+        (
+            "      FAST: 0",
+            1,
+            ["24:3: Mode: member `SAFE` (1) removed; messages holding it can no longer be read"],
+        ),
+        (
+            "      FAST: fast\n      SAFE: safe",
+            1,
+            ["24:3: Mode: values changed from ints to strings"],
+        ),
+    ],
+    ids=["added", "reordered", "renamed", "renumbered", "removed", "kind"],
+)
+def test_enum_members_travel_by_value(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    members: str,
+    code: int,
+    expected: list[str],
+) -> None:
+    old = write(tmp_path / "old.yaml", extra_types=ENUM.format(members=MEMBERS))
+    new = write(tmp_path / "new.yaml", extra_types=ENUM.format(members=members))
+    found, out = run(capsys, str(old), str(new))
+    shown = str(new.relative_to("/"))
+    lines = out.splitlines()
+    assert found == code, out
+    assert lines[: len(expected)] == [f"{shown}:{line}" for line in expected]
 
 
 # -- changes by position, in the user's terms (the examples) ----------------------
@@ -338,6 +447,7 @@ def test_json_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
         ],
         "compared": ["new.yaml"],
         "new": [],
+        "majors": [],
     }
     (tmp_path / "broken.yaml").write_text("schema: transit\nversion: 1\ntypes: {A: {}}\n")
     assert main([*argv, "old.yaml", "broken.yaml"]) == 1
@@ -482,13 +592,14 @@ def test_an_old_version_that_does_not_compile_is_shown_as_ref_and_path(
     (repo / "schema" / "geo.yml").write_text(
         "schema: geo\nversion: 1\ntypes:\n  Point:\n    struct:\n      x: {type: float}\n"
     )
-    code, out, _ = against(repo, capsys, "HEAD")
-    assert (code, out) == (
-        1,
-        "HEAD:schema/geo.yml:3:12: type 'P' needs exactly one of struct, union, mapping "
-        "(found none)\n"
-        "HEAD:schema/transit.yaml:15:18: unknown type 'geo.Point'\n",
-    )
+    code, out, err = against(repo, capsys, "HEAD")
+    assert (code, out) == (1, "")
+    assert [line for line in err.splitlines() if ": error: " in line] == [
+        "HEAD:schema/geo.yml:3:12: error: type 'P' needs exactly one of struct, union, mapping, "
+        "enum (found none)",
+        "HEAD:schema/transit.yaml:15:18: error: unknown type 'geo.Point'",
+    ]
+    assert "3 | types: {P: {}}" in err  # the old version's own line, from the ref
 
 
 def test_against_a_git_ref_of_the_project() -> None:

@@ -1,31 +1,38 @@
-"""The compiler's output is a pure function of the schema files.
+"""The compiler's output is a pure function of the schema files and the options.
 
 It must not depend on PYTHONHASHSEED (set and dict iteration), on the order the
-schema files are given in, or on where the output directory is.
+schema files are given in, or on where the project is: the headers name the command
+that regenerates the output with paths relative to the project root.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMA_DIRS = {"tests/schemas": "tests.golden", "schema": "generated"}
+# Schema directory -> (output directory, package), as the Makefile generates them.
+SCHEMA_DIRS = {
+    "tests/schemas": ("tests/golden", "tests.golden"),
+    "schema": ("generated", "mmcodec.generated"),
+}
 
 # Compiles each schema directory with the files in reverse order; prints the plans.
 _REVERSED_ORDER = """
 import json, sys
 from pathlib import Path
-from mmcodec.codegen.output import plan_output
+from mmcodec.codegen.output import generate_command, plan_output
 from mmcodec.codegen.validate import compile_schemas
-root, out, dirs = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
+root, dirs = Path(sys.argv[1]), json.loads(sys.argv[2])
 plans = {}
-for schemas, package in dirs.items():
+for schemas, (out, package) in dirs.items():
     files = sorted((root / schemas).glob("*.yaml"), reverse=True)
-    plan = plan_output(compile_schemas(files, root), package)
+    command = generate_command(schemas, out, package)
+    plan = plan_output(compile_schemas(files, root), package, command)
     plans[schemas] = plan.files
 print(json.dumps(plans))
 """
@@ -40,12 +47,15 @@ def _run(args: list[str], seed: str) -> str:
     return result.stdout
 
 
-def _generate(out: Path, seed: str) -> dict[str, dict[str, str]]:
-    """``python -m mmcodec.codegen generate`` of every schema directory into ``out``; the files."""
+def _generate(project: Path, seed: str) -> dict[str, dict[str, str]]:
+    """``python -m mmcodec.codegen generate`` of every schema directory, in a copy of the
+    project's schemas at ``project`` (given as absolute paths); the files."""
     trees = {}
-    for schemas, package in SCHEMA_DIRS.items():
-        target = out / schemas
-        command = ["-m", "mmcodec.codegen", "generate", "--schemas", schemas, "--out", str(target)]
+    for schemas, (out, package) in SCHEMA_DIRS.items():
+        shutil.copytree(ROOT / schemas, project / schemas)
+        target = project / out
+        command = ["-m", "mmcodec.codegen", "--root", str(project), "generate"]
+        command += ["--schemas", str(project / schemas), "--out", str(target)]
         _run([*command, "--package", package], seed)
         trees[schemas] = {
             p.name: p.read_text(encoding="utf-8") for p in sorted(target.iterdir()) if p.is_file()
@@ -60,10 +70,7 @@ def test_output_is_independent_of_hash_seed_file_order_and_output_location(
     second = _generate(tmp_path / "b", seed="1")
     assert first == second
     reordered = json.loads(
-        _run(
-            ["-c", _REVERSED_ORDER, str(ROOT), str(tmp_path / "c"), json.dumps(SCHEMA_DIRS)],
-            seed="4242",
-        )
+        _run(["-c", _REVERSED_ORDER, str(ROOT), json.dumps(SCHEMA_DIRS)], seed="4242")
     )
     assert reordered == first
     # Sanity: the runs really produced the modules (not, say, three empty directories).

@@ -14,15 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from mmcodec.codegen.output import Plan, plan_output
+from mmcodec.codegen.output import Plan, generate_command, plan_output
 from mmcodec.codegen.validate import compile_schemas
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = "run: make generate"
 MAX_DIFF_LINES = 40
 
-# (schema directory, output directory, package of the output), relative to ROOT.
-TREES = [("schema", "generated", "generated"), ("tests/schemas", "tests/golden", "tests.golden")]
+# (schema directory, output directory, package of the output), relative to ROOT, as the
+# Makefile generates them (the headers name that command).
+TREES = [
+    ("schema", "generated", "mmcodec.generated"),
+    ("tests/schemas", "tests/golden", "tests.golden"),
+]
 SCHEMA_FILES = [
     (schemas, out, package, path.name)
     for schemas, out, package in TREES
@@ -34,7 +38,7 @@ SCHEMA_FILES = [
 def _plan(schemas: str, out: str, package: str) -> tuple[Plan, dict[str, str]]:
     """The files the compiler would write, and which output file each schema file makes."""
     modules = compile_schemas(sorted((ROOT / schemas).glob("*.yaml")), ROOT)
-    plan = plan_output(modules, package)
+    plan = plan_output(modules, package, generate_command(schemas, out, package))
     return plan, {Path(m.source).name: f"{m.python_name}.py" for m in modules}
 
 

@@ -56,13 +56,13 @@ tensor runs: 3
   run 0: bfloat16[13, 3, 448, 448] x 2, 31309824 bytes, frame 1 offset 0
   run 1: int64[] x 2, 16 bytes, inline
   run 2: int64[] x 1, 8 bytes, inline
-refs: [0, 2, 4, 1, 3]
+refs: 5 entries: 0, 2, 4, 1, 3
 tensors: 5
   tensor 0: bfloat16[13, 3, 448, 448] (run 0 #0)
-  tensor 1: int64[] (run 1 #0)
-  tensor 2: int64[] (run 2 #0)
-  tensor 3: bfloat16[13, 3, 448, 448] (run 0 #1)
-  tensor 4: int64[] (run 1 #1)
+  tensor 1: bfloat16[13, 3, 448, 448] (run 0 #1)
+  tensor 2: int64[] (run 1 #0)
+  tensor 3: int64[] (run 1 #1)
+  tensor 4: int64[] (run 2 #0)
 body:
   MultiModalKwargsItems
     ['image']: list[2]
@@ -71,30 +71,31 @@ body:
           .data: tensor 0: bfloat16[13, 3, 448, 448]
           .field: FlatField
             .slices: list[2]
-              [0]: FlatSlice_0
-                .value: slice(0, 13)
-              [1]: FlatSlice_0
-                .value: slice(13, 26)
+              [0]: slice(0, 13)
+              [1]: slice(13, 26)
             .dim: 0
             .keep_on_cpu: False
         ['image_num_patches']: MultiModalFieldElem
-          .data: tensor 1: int64[]
+          .data: tensor 2: int64[]
           .field: BatchedField
             .keep_on_cpu: False
         ['image_token_id']: MultiModalFieldElem
-          .data: tensor 2: int64[]
+          .data: tensor 4: int64[]
           .field: SharedField
             .batch_size: 2
             .keep_on_cpu: False
       [1]: MultiModalKwargsItem
         ['pixel_values_flat']: MultiModalFieldElem
-          .data: tensor 3: bfloat16[13, 3, 448, 448]
+          .data: tensor 1: bfloat16[13, 3, 448, 448]
           .field: -> BaseMultiModalField #0 (the value at $['image'][0]['pixel_values_flat'].field)
         ['image_num_patches']: MultiModalFieldElem
-          .data: tensor 4: int64[]
+          .data: tensor 3: int64[]
           .field: -> BaseMultiModalField #1 (the value at $['image'][0]['image_num_patches'].field)
         ['image_token_id']: -> MultiModalFieldElem #2 (the value at $['image'][0]['image_token_id'])
 """
+"""Tensors are numbered as the runs hold them (the refs table maps the body's references
+to them); the FlatSlice union's values show as the slices they are, not as the wrapper
+structs that carry them on the wire (FlatSlice_0)."""
 
 
 def test_tree_of_a_real_payload_names_fields_types_tensors_and_back_references(
@@ -148,27 +149,30 @@ def test_json_output_with_tensor_values(tmp_path: Path, capsys: pytest.CaptureFi
          "bytes": 5120 * 1176 * 2, "frame": 1, "offset": 5184 * 1176 * 2},
         {"run": 2, "dtype": "int64", "shape": [3], "count": 2, "bytes": 48, "inline": True},
     ]  # fmt: skip
-    assert tree["refs"] == [0, 2, 1, 3]
+    # The refs table as runs of entries: here four of one entry each.
+    assert tree["refs"] == [{"first": t, "count": 1, "step": 0} for t in (0, 2, 1, 3)]
     assert [f["bytes"] for f in tree["frames"]] == [
         f.nbytes for f in framing.split(capture.read_bytes(), mm.DEFAULT_LIMITS)
     ]
 
-    # Values come from the real decode: the same as the decoded tensors'.
+    # One entry per tensor, in run order; values the same as the decoded tensors'.
     decoded = mm.decode_bytes(capture.read_bytes(), mm.MultiModalKwargsItems)
     images = decoded["image"]
     assert images[0] is not None and images[1] is not None
     expected = [
         images[0]["pixel_values"].data,
-        images[0]["image_grid_thw"].data,
         images[1]["pixel_values"].data,
+        images[0]["image_grid_thw"].data,
         images[1]["image_grid_thw"].data,
     ]
-    for entry, tensor in zip(tree["tensors"], expected, strict=True):
+    for number, (entry, tensor) in enumerate(zip(tree["tensors"], expected, strict=True)):
         assert isinstance(tensor, torch.Tensor)
+        assert entry["tensor"] == number
         assert entry["dtype"] == str(tensor.dtype).removeprefix("torch.")
         assert entry["shape"] == list(tensor.shape)
         assert entry["values"] == tensor.reshape(-1)[:5].double().tolist()
-    assert tree["tensors"][1]["values"] == [1, 72, 72]
+    assert tree["tensors"][2]["values"] == [1, 72, 72]
+    assert tree["truncated"] is False
 
     body = tree["body"]
     assert body["$type"] == "MultiModalKwargsItems"
@@ -179,9 +183,15 @@ def test_json_output_with_tensor_values(tmp_path: Path, capsys: pytest.CaptureFi
     pixels = first["pixel_values"]
     assert pixels["$struct"] == "MultiModalFieldElem"
     assert pixels["fields"]["data"] == {"$tensor": 0, "dtype": "bfloat16", "shape": [5184, 1176]}
+    # The body's reference 1 is tensor 2 (refs[1]): the tensor the entries above call 2.
+    assert first["image_grid_thw"]["fields"]["data"] == {
+        "$tensor": 2,
+        "dtype": "int64",
+        "shape": [3],
+    }
     flat = pixels["fields"]["field"]
     assert flat["$struct"] == "FlatField"
-    assert [s["fields"]["value"] for s in flat["fields"]["slices"]] == [
+    assert flat["fields"]["slices"] == [  # the union's values, not their wire wrappers
         {"$slice": [0, 5184, None]},
         {"$slice": [5184, 10304, None]},
     ]
@@ -417,3 +427,20 @@ def test_inspect_accepts_exactly_what_decode_accepts(
             assert render_text(tree).startswith("envelope: wire version 2")
     if with_module is not None:
         assert by_position is not None  # names added, nothing else rejected
+
+
+# -- the schema's names --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+def test_types_are_named_as_the_schema_names_them(sample: str) -> None:
+    _, make = SAMPLES[sample]
+    tree = describe(mm.encode(make()), codec_of(mm))
+    text = json.dumps(tree) + render_text(tree)
+    assert not re.search(r"FlatSlice_\d|Wire\b|_Wire", text), text  # wire classes' names
+    if sample == "nested_item":  # a FlatField along dim 2: each slice a tuple of slices
+        [(_, columns)] = [e for e in tree["body"]["$dict"] if e[0] == "columns"]
+        assert columns["fields"]["field"]["fields"]["slices"] == [
+            {"$tuple": [{"$slice": [None, None, None]}] * 2 + [{"$slice": [8, 40, None]}]}
+        ]
+        assert "          [0]: tuple[3]\n            [0]: slice(None, None)\n" in text

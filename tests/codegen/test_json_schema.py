@@ -40,6 +40,8 @@ def test_json_schema_knows_exactly_the_keys_the_validator_accepts() -> None:
     assert sorted(defs["variant"]["properties"]) == sorted(validate.VARIANT_KEYS)
     mapping = defs["typeDef"]["properties"]["mapping"]
     assert sorted(mapping["properties"]) == sorted(validate.MAPPING_KEYS)
+    member = defs["typeDef"]["properties"]["enum"]["additionalProperties"]["oneOf"][1]
+    assert sorted(member["properties"]) == sorted(validate.MEMBER_KEYS)
     assert meta["required"] == ["schema", "version", "types"]
 
 
@@ -64,4 +66,21 @@ def test_json_schema_rejects_invalid_schemas(name: str, message: str) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     with pytest.raises(jsonschema.ValidationError) as info:
         jsonschema.validate(_load(ROOT / "tests/codegen/invalid" / name), schema_language())
+    assert info.value.message == message
+
+
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [
+        ({}, "{} should be non-empty"),
+        ({"ON": True}, "True is not valid under any of the given schemas"),
+        ({"_x": 1}, "'_x' does not match '^[A-Za-z][A-Za-z0-9_]*$'"),
+        ({"X": {"valeu": 1}}, "{'valeu': 1} is not valid under any of the given schemas"),
+    ],
+)
+def test_json_schema_checks_enum_members(members: dict[str, Any], message: str) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    document = {"schema": "e", "version": 1, "types": {"E": {"enum": members}}}
+    with pytest.raises(jsonschema.ValidationError) as info:
+        jsonschema.validate(document, schema_language())
     assert info.value.message == message

@@ -58,3 +58,18 @@ def plain_tensor() -> Any:
     import torch
 
     return torch.ones(4)
+
+
+@ray.remote
+class LimitedReceiver:
+    """A receiver whose process registered the codec with limits of its own (the job's
+    hook registered it with the defaults first: registering again replaces the options)."""
+
+    def __init__(self, max_tensors: int) -> None:
+        from mmcodec.generated import multimodal as mm
+        from mmcodec.integrations.ray import register
+
+        register(mm, limits=mm.Limits(max_tensors=max_tensors))
+
+    def verify(self, value: Any, name: str | None = None, seed: int = 0) -> dict[str, Any]:
+        return report(value, name, seed)

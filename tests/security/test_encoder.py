@@ -338,6 +338,31 @@ def test_a_container_longer_than_max_elements_is_an_encode_error() -> None:
     assert error.path == PIXELS
 
 
+def test_a_struct_s_fields_are_not_elements_of_a_container() -> None:
+    # Structs travel as arrays (five fields here, three in the range), but a receiver bounds
+    # only lists and mappings by max_elements: the sender counted the arrays and refused.
+    spec = mm.MultiModalFeatureSpec(
+        data=None,
+        modality="image",
+        identifier="x",
+        mm_position=mm.PlaceholderRange(offset=0, length=4),
+    )
+    one = mm.Limits(max_elements=1)
+    assert mm.decode(CODEC.encode(spec, limits=one), mm.MultiModalFeatureSpec, limits=one) == spec
+    # A mapping of exactly the limit is sent and taken; one more is refused on both sides.
+    two = mm.Limits(max_elements=2)
+    at_limit = mm.MultiModalKwargsItem({"a": _elem(1), "b": _elem(2)})
+    assert mm.decode(CODEC.encode(at_limit, limits=two), mm.MultiModalKwargsItem, limits=two) == (
+        at_limit
+    )
+    item = mm.MultiModalKwargsItem({"a": _elem(1), "b": _elem(2)})  # a mapping: over it
+    assert _encode_error(item, one).message == (
+        "2 elements exceed the receiver's limit of 1 (max_elements)"
+    )
+    with pytest.raises(mm.DecodeError, match="2 elements exceed the limit of 1"):
+        mm.decode(CODEC.encode(item), mm.MultiModalKwargsItem, limits=one)
+
+
 def test_frame_limits_are_checked_by_the_sender() -> None:
     big = _item([torch.zeros(1024), torch.ones(1024)])  # two payload frames
     assert len(mm.encode(big)) == 3
@@ -364,15 +389,47 @@ LIMITS = [
 ]
 
 
-@pytest.mark.parametrize("limits", LIMITS, ids=range(len(LIMITS)))
+REFUSED = {
+    ("feature_spec", 3): "$.data['input_features'].data: 2 dimensions exceed the receiver's "
+    "limit of 1 (max_ndim)",
+    ("kwargs_items", 1): "$['image'][0]['image_token_id'].data: a message of more than 3 "
+    "tensors exceeds the receiver's limit (max_elements)",
+    ("kwargs_items", 2): "$: header of 364 bytes exceeds the receiver's limit of 300 "
+    "(max_header_bytes)",
+    ("kwargs_items", 3): "$['image'][1]['image_grid_thw'].data: a message of more than 5 "
+    "tensors exceeds the receiver's limit (max_elements)",
+    ("nested_item", 1): "$['mixed'].data[3][2]: nested tensors deeper than 2 levels",
+    ("nested_item", 2): "$: 4 frames exceed the receiver's limit of 2 (max_frames)",
+    ("nested_item", 3): "$['mixed'].data[4][0]: a message of more than 5 tensors exceeds the "
+    "receiver's limit (max_elements)",
+    ("runs_and_dtypes", 1): "$['audio'][0]['waves'].data: a message of more than 3 tensors "
+    "exceeds the receiver's limit (max_elements)",
+    ("runs_and_dtypes", 2): "$: header of 660 bytes exceeds the receiver's limit of 300 "
+    "(max_header_bytes)",
+    ("runs_and_dtypes", 3): "$['audio'][0]['scale'].data: a message of more than 5 tensors "
+    "exceeds the receiver's limit (max_elements)",
+}
+"""What the sender refuses, per (sample, limits): everything else it sends."""
+
+
+@pytest.mark.parametrize("limits", range(len(LIMITS)))
 @pytest.mark.parametrize("name", sorted(SAMPLES))
-def test_what_the_sender_sends_a_receiver_with_the_same_limits_takes(
-    name: str, limits: mm.Limits
+def test_the_sender_refuses_exactly_what_a_receiver_with_the_same_limits_refuses(
+    name: str, limits: int
 ) -> None:
     tp, make = SAMPLES[name]
-    try:
-        frames = CODEC.encode(make(), limits=limits)
-    except mm.EncodeError:
-        return
-    assert same(mm.decode(frames, tp, limits=limits), make())
-    assert same(mm.decode_bytes(CODEC.encode_bytes(make()), tp, limits=limits), make())
+    receiver = LIMITS[limits]
+    unchecked = CODEC.encode(make())  # what a sender that checked nothing would send
+    if (name, limits) in REFUSED:
+        error = _encode_error(make(), receiver)
+        assert str(error) == REFUSED[name, limits]
+        # Rightly: the receiver rejects the message the sender refused to send.
+        with pytest.raises(mm.DecodeError):
+            mm.decode(unchecked, tp, limits=receiver)
+        with pytest.raises(mm.DecodeError):
+            mm.decode_bytes(CODEC.encode_bytes(make()), tp, limits=receiver)
+    else:
+        frames = CODEC.encode(make(), limits=receiver)
+        assert [bytes(f) for f in frames] == [bytes(f) for f in unchecked]
+        assert same(mm.decode(frames, tp, limits=receiver), make())
+        assert same(mm.decode_bytes(CODEC.encode_bytes(make()), tp, limits=receiver), make())

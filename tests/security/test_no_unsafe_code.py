@@ -18,11 +18,17 @@ BANNED_MODULES = frozenset(
     {"pickle", "_pickle", "cPickle", "marshal", "shelve", "dill", "cloudpickle", "joblib"}
 )
 """Modules whose loaders run code named by the bytes they read; importlib loads by name."""
-ALLOWED_IMPORTS = frozenset({("mmcodec/integrations/ray.py", "pickle", "PickleBuffer")})
-"""The one exemption: ``from pickle import PickleBuffer`` in the Ray integration, and only
-there. A PickleBuffer wraps a buffer so that Ray's pickle5 stores it out of band (that is
-how the codec's frames reach the object store uncopied); it neither pickles nor
-unpickles. Every other name from pickle, an alias, or ``import pickle`` stays banned."""
+ALLOWED_IMPORTS = frozenset(
+    {
+        ("mmcodec/integrations/ray.py", "pickle", "PickleBuffer"),
+        ("mmcodec/integrations/vllm/broadcast.py", "pickle", "PickleBuffer"),
+    }
+)
+"""The one exemption: ``from pickle import PickleBuffer`` in the Ray integration and in the
+vLLM plugin's broadcast, and only there. A PickleBuffer wraps a buffer so that pickle
+protocol 5 (Ray's, vLLM's MessageQueue's) carries it out of band (that is how the codec's
+frames travel uncopied); it neither pickles nor unpickles. Every other name from pickle,
+an alias, or ``import pickle`` stays banned."""
 IMPORT_BY_NAME = frozenset({"importlib", "imp", "runpy", "pkgutil", "zipimport"})
 BANNED_BUILTINS = frozenset({"eval", "exec", "compile", "__import__", "breakpoint"})
 BANNED_ATTRIBUTE_CALLS = frozenset(
@@ -181,9 +187,15 @@ def test_the_scanner_lets_ordinary_code_pass(source: str) -> None:
     assert violations(source, "x.py") == []
 
 
-def test_the_one_exemption_is_pickle_buffer_in_the_ray_integration() -> None:
-    assert sorted(ALLOWED_IMPORTS) == [("mmcodec/integrations/ray.py", "pickle", "PickleBuffer")]
+def test_the_one_exemption_is_pickle_buffer_in_the_ray_and_vllm_integrations() -> None:
+    assert sorted(ALLOWED_IMPORTS) == [
+        ("mmcodec/integrations/ray.py", "pickle", "PickleBuffer"),
+        ("mmcodec/integrations/vllm/broadcast.py", "pickle", "PickleBuffer"),
+    ]
     assert violations("from pickle import PickleBuffer", "mmcodec/integrations/ray.py") == []
+    broadcast = "mmcodec/integrations/vllm/broadcast.py"
+    assert violations("from pickle import PickleBuffer", broadcast) == []
+    assert violations("from pickle import loads", broadcast) != []
 
 
 @pytest.mark.parametrize(

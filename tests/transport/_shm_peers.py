@@ -14,11 +14,23 @@ Roles::
                                    report, then wait
     send ENDPOINT PLAN             PUSH (connects) with a pool of its own: send the plan,
                                    report the pool's name and path, then wait
+    sub-steps ENDPOINT READER STEPS CUES
+                                   SUB as fan-out reader READER, following STEPS (see
+                                   :func:`_sub_steps`); waits for files in directory CUES
+    pub-steps ENDPOINT READERS STEPS CUES
+                                   XPUB (binds) with a ``readers=READERS`` pool of its own,
+                                   following STEPS (see :func:`_pub_steps`)
+    resize PID NAME                open every descriptor of process PID that names segment
+                                   NAME read-write (and ``/dev/shm/NAME``), try to shrink,
+                                   grow and write it; report what the kernel said
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import mmap
+import os
 import sys
 import time
 from typing import Any, Final
@@ -62,8 +74,134 @@ def _linger() -> int:
     return 3  # not killed: the test did not do what it meant to
 
 
+def _wait_for(cues: str, name: str) -> None:
+    deadline = time.monotonic() + LINGER_S
+    while not os.path.exists(os.path.join(cues, name)):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no cue {name!r} in {LINGER_S} s")
+        time.sleep(0.01)
+
+
+def _sub_steps(endpoint: str, reader: int, steps: list[list[Any]], cues: str) -> None:
+    """Steps: ``["recv", NAME, SEED]`` receives a message and keeps it (NAME None: any
+    value); ``["recheck"]`` compares every kept value with its payload again (reading
+    every page); ``["report"]`` prints the results so far; ``["wait", CUE]`` waits for the
+    file. A result is ``[NAME, SEED, equal, shared, large]``, ``["received"]`` for a value
+    of unknown payload, or ``["rejected", message]`` for a DecodeError."""
+    context: zmq.Context[Any] = zmq.Context()
+    socket = context.socket(zmq.SUB)
+    configure(socket)
+    socket.setsockopt(zmq.SUBSCRIBE, b"")
+    socket.connect(endpoint)
+    attacher = SharedMemoryAttacher(reader=reader)
+    kept: list[tuple[str, int, Any]] = []
+    results: list[Any] = []
+    for step in steps:
+        if step[0] == "recv":
+            name, seed = step[1], step[2]
+            try:
+                value = mmzmq.recv(socket, mm, mm.MultiModalKwargsItems, shm=attacher)
+            except mm.DecodeError as e:
+                results.append(["rejected", str(e)])
+                continue
+            if name is None:
+                results.append(["received"])
+            else:
+                equal = value == PAYLOADS[name](seed)
+                results.append([name, seed, equal, *shared_counts(value, attacher)])
+                kept.append((name, seed, value))
+            del value
+        elif step[0] == "recheck":
+            results.append(["recheck", [v == PAYLOADS[n](s) for n, s, v in kept]])
+        elif step[0] == "report":
+            _say(results)
+            results = []
+        elif step[0] == "wait":
+            _wait_for(cues, step[1])
+    socket.close(linger=0)
+    context.term()
+
+
+def _pub_steps(endpoint: str, readers: int, steps: list[list[Any]], cues: str) -> None:
+    """Binds ``endpoint``, waits for ``readers`` subscriptions, then: ``["send", NAME,
+    SEED]`` sends a payload through the pool; ``["report"]`` prints ``{"pid", "name",
+    "sent"}``; ``["wait", CUE]`` waits for the file."""
+    context: zmq.Context[Any] = zmq.Context()
+    socket = context.socket(zmq.XPUB)
+    configure(socket)
+    socket.setsockopt(zmq.XPUB_VERBOSE, 1)
+    socket.bind(endpoint)
+    for _ in range(readers):
+        socket.recv()  # a subscription
+    pool = SharedMemoryPool(64 << 20, readers=readers)
+    sent = 0
+    for step in steps:
+        if step[0] == "send":
+            mmzmq.send(socket, mm, PAYLOADS[step[1]](step[2]), shm=pool)
+            sent += 1
+        elif step[0] == "report":
+            _say({"pid": os.getpid(), "name": pool.name, "sent": sent})
+        elif step[0] == "wait":
+            _wait_for(cues, step[1])
+    pool.close()
+    socket.close(linger=0)
+    context.term()
+
+
+def _attempt(action: Any) -> str:
+    try:
+        action()
+    except OSError as e:
+        return errno.errorcode.get(e.errno or 0, str(e))
+    return "done"
+
+
+def _tamper(fd: int) -> list[str]:
+    """Shrink to nothing, grow by a page, halve, map a page to write it."""
+    size = os.fstat(fd).st_size
+    return [
+        _attempt(lambda: os.ftruncate(fd, 0)),
+        _attempt(lambda: os.ftruncate(fd, size + 4096)),
+        _attempt(lambda: os.ftruncate(fd, size // 2)),
+        _attempt(lambda: mmap.mmap(fd, 4096).close()),
+    ]
+
+
+def _resize(pid: int, name: str) -> list[Any]:
+    """What this process (any process of the user) gets when it tries to shrink, grow or
+    write segment ``name`` through each way it can reach it: ``[what it is, outcomes...]``
+    (a path in ``/dev/shm``, or where a descriptor of the process leads)."""
+    path = f"/dev/shm/{name}"
+    ways = [(path, path)] if os.path.exists(path) else []
+    for number in os.listdir(f"/proc/{pid}/fd"):
+        link = f"/proc/{pid}/fd/{number}"
+        try:
+            target = os.readlink(link)
+        except OSError:
+            continue
+        if name in target:
+            ways.append((link, target))
+    report = []
+    for way, target in ways:
+        fd = os.open(way, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            report.append([target, *_tamper(fd)])
+        finally:
+            os.close(fd)
+    return report
+
+
 def main(argv: list[str]) -> int:
     role, endpoint, *args = argv
+    if role == "sub-steps":
+        _sub_steps(endpoint, int(args[0]), json.loads(args[1]), args[2])
+        return 0
+    if role == "pub-steps":
+        _pub_steps(endpoint, int(args[0]), json.loads(args[1]), args[2])
+        return 0
+    if role == "resize":
+        _say(_resize(int(endpoint), args[0]))
+        return 0
     context: zmq.Context[Any] = zmq.Context()
     held: list[Any] = []
     if role in ("sub", "sub-hold"):

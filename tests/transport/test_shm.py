@@ -7,6 +7,7 @@ decoded tensor's address tells whether it views the shared pages (no copy) and a
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
 import secrets
@@ -25,6 +26,9 @@ from mmcodec.payloads import PAYLOADS, iter_tensors
 from mmcodec.transport import shm
 from mmcodec.transport import zmq as mmzmq
 from mmcodec.transport.shm import SharedMemoryAttacher, SharedMemoryPool
+from mmcodec.transport.shm import _attacher as shm_attacher
+from tests.transport._planted import control as planted_control
+from tests.transport._planted import plant
 from tests.transport._sockets import Sockets
 from tests.transport.test_zmq import BIG, item, pair, tensor_of
 
@@ -55,6 +59,14 @@ def pixels(value: mm.MultiModalKwargsItems, index: int = 0) -> Any:
     first = value["image"][index]
     assert first is not None
     return first["pixel_values"].data
+
+
+def leads_to_segment(path: str, name: str) -> bool:
+    """Whether ``path`` (``/proc/<pid>/fd/<n>``) is a descriptor of segment ``name``."""
+    try:
+        return os.readlink(path) == f"/memfd:{name} (deleted)"
+    except FileNotFoundError:
+        return False
 
 
 def released(pool: SharedMemoryPool) -> bool:
@@ -130,8 +142,10 @@ def test_the_wire_is_control_then_header_then_zmq_frames(
     assert len(parts) == 3  # control, header, the small frame
     assert parts[0][:8] == b"\xc1mmc-shm"
     control = msgspec.msgpack.decode(parts[0][8:])
-    # version, segment, sequence, then per frame: ticket, generation, offset, length
-    assert control == [2, pool.name, 1, [[0, 1, 0, 4 * BIG], None]]
+    # version, segment, where to find it (pid, descriptor), sequence, then per frame:
+    # ticket, generation, offset, length
+    assert control == [3, pool.name, os.getpid(), pool._fd, 1, [[0, 1, 0, 4 * BIG], None]]
+    assert pool.path == f"/proc/{os.getpid()}/fd/{pool._fd}"
     assert parts[1:] == [bytes(frames[0]), bytes(frames[2])]
 
 
@@ -156,10 +170,35 @@ def test_the_sender_writing_its_segment_changes_decoded_tensors(
     mmzmq.send(push, mm, item(mask=mask), shm=pool)
     received = tensor_of(mmzmq.recv(pull, mm, mm.MultiModalKwargsItem, shm=attacher), "mask")
     assert not bool(received.any())  # validated: every byte 0 or 1
-    with open(pool.path, "r+b") as file:
-        file.seek(pool._data_offset + 5)
-        file.write(b"\x07")
+    pool._mapping[pool._data_offset + 5] = 7  # the sender's own mapping: writable
     assert received.view(torch.uint8)[5] == 7  # the same pages: no copy was made
+
+
+def mappings_of(name: str) -> dict[tuple[int, int], str]:
+    """(start, end) -> permissions of this process's mappings of memfd ``name``."""
+    found = {}
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            span, perms, *_ = line.split()
+            if line.rstrip().endswith(f"/memfd:{name} (deleted)"):
+                start, end = (int(x, 16) for x in span.split("-"))
+                found[(start, end)] = perms
+    return found
+
+
+def test_decoded_tensors_view_a_read_only_mapping(
+    sockets: Sockets, pool: SharedMemoryPool, attacher: SharedMemoryAttacher
+) -> None:
+    """Only the sender's own mapping of the segment is writable; the board is the readers'."""
+    push, pull = pair(sockets, "read-only")
+    mmzmq.send(push, mm, item(x=torch.ones(BIG)), shm=pool)
+    x = tensor_of(mmzmq.recv(pull, mm, mm.MultiModalKwargsItem, shm=attacher), "x")
+    segment = mappings_of(pool.name)
+    assert sorted(segment.values()) == ["r--s", "rw-s"]  # the reader's, the sender's
+    (reader,) = [span for span, perms in segment.items() if perms == "r--s"]
+    assert reader[0] <= x.data_ptr() and x.data_ptr() + x.nbytes <= reader[1]
+    assert sorted(mappings_of(pool.name + "-board").values()) == ["rw-s", "rw-s"]
+    del x
 
 
 def test_recv_routed_reads_shared_frames(
@@ -342,8 +381,8 @@ def test_views_outlive_the_senders_close_and_the_attachers(sockets: Sockets) -> 
     sent = PAYLOADS["internvl"](5)
     mmzmq.send(push, mm, sent, shm=pool)
     received = mmzmq.recv(pull, mm, mm.MultiModalKwargsItems, shm=attacher)
-    pool.close()  # unlinked: the receiver's mapping stays
-    assert not os.path.exists(pool.path)
+    pool.close()  # closed: the receiver's mapping stays
+    assert not leads_to_segment(pool.path, pool.name)
     attacher.close()  # dropped: the views keep the mapping
     assert attacher.mapped() == {}
     gc.collect()
@@ -384,8 +423,9 @@ def test_at_most_max_segments_stay_mapped(sockets: Sockets) -> None:
 # -- hostile control parts ------------------------------------------------------------------
 
 
-def control(segment: str, frames: list[Any], version: int = 2, sequence: int = 1) -> bytes:
-    return shm.MARKER + msgspec.msgpack.encode([version, segment, sequence, frames])
+def control(pool: SharedMemoryPool, frames: list[Any], **changes: Any) -> bytes:
+    """A control part naming ``pool``'s segment where it is."""
+    return planted_control(pool.name, frames, fd=pool._fd, **changes)
 
 
 def header_of(value: mm.MultiModalKwargsItem) -> bytes:
@@ -422,8 +462,9 @@ def test_a_receiver_without_an_attacher_opens_nothing(
     def forbidden(*args: Any) -> None:
         raise AssertionError("a default receiver opened a segment")
 
-    monkeypatch.setattr(shm, "_open_segment", forbidden)
+    monkeypatch.setattr(shm_attacher, "open_segment", forbidden)
     monkeypatch.setattr(os, "open", forbidden)
+    monkeypatch.setattr(os, "readlink", forbidden)
     frames = mm.encode(item(x=torch.ones(BIG)))
     staged = pool.stage(frames)
     assert staged is not None
@@ -446,9 +487,12 @@ def test_a_receiver_without_an_attacher_opens_nothing(
     ],
 )
 def test_segment_names_must_match_the_exact_pattern(
-    hostile: tuple[zmq.Socket[Any], zmq.Socket[Any]], attacher: SharedMemoryAttacher, name: str
+    hostile: tuple[zmq.Socket[Any], zmq.Socket[Any]],
+    pool: SharedMemoryPool,
+    attacher: SharedMemoryAttacher,
+    name: str,
 ) -> None:
-    parts = [control(name, [[0, 1, 0, 8]]), header_of(item(x=torch.ones(2)))]
+    parts = [planted_control(name, [[0, 1, 0, 8]], fd=pool._fd), header_of(item(x=torch.ones(2)))]
     assert rejected(hostile, parts, attacher) == (
         f"$: shared memory segment name {name!r} is not 'mmcodec-' and 32 hex digits"
     )
@@ -459,57 +503,150 @@ def test_a_missing_segment(
     hostile: tuple[zmq.Socket[Any], zmq.Socket[Any]], attacher: SharedMemoryAttacher
 ) -> None:
     name = "mmcodec-" + secrets.token_hex(16)
-    parts = [control(name, [[0, 1, 0, 8]]), header_of(item(x=torch.ones(2)))]
+    unused = os.sysconf("SC_OPEN_MAX") + 10  # no descriptor has this number
+    parts = [planted_control(name, [[0, 1, 0, 8]], fd=unused), header_of(item(x=torch.ones(2)))]
     assert rejected(hostile, parts, attacher) == (
-        f"$: shared memory segment {name} does not exist (its sender closed it?)"
-    )
-
-
-@pytest.fixture
-def planted() -> Iterator[str]:
-    """A file in /dev/shm with a valid segment name that is no segment."""
-    name = "mmcodec-" + secrets.token_hex(16)
-    path = f"/dev/shm/{name}"
-    yield name
-    if os.path.lexists(path):
-        os.unlink(path)
-
-
-def test_a_symlink_is_not_followed(
-    hostile: tuple[zmq.Socket[Any], zmq.Socket[Any]],
-    attacher: SharedMemoryAttacher,
-    planted: str,
-    tmp_path: Any,
-) -> None:
-    target = tmp_path / "secret"
-    target.write_bytes(b"s" * 65536)
-    os.symlink(target, f"/dev/shm/{planted}")
-    parts = [control(planted, [[0, 1, 0, 8]]), header_of(item(x=torch.ones(2)))]
-    assert rejected(hostile, parts, attacher) == (
-        f"$: cannot open shared memory segment {planted}: Too many levels of symbolic links"
+        f"$: shared memory segment {name} does not exist (its sender closed it or exited)"
     )
 
 
 @pytest.mark.parametrize(
-    ("content", "message"),
+    ("pid", "fd", "message"),
     [
-        (b"", "is too short for its header"),
-        (b"x" * 8192, "is not an mmcodec segment (magic b'xxxxxxxx')"),
+        (0, 3, "no process 0 or descriptor 3"),
+        (-1, 3, "no process -1 or descriptor 3"),
+        (1 << 22, 3, "no process 4194304 or descriptor 3"),
+        (1, -1, "no process 1 or descriptor -1"),
+        (1, 1 << 31, "no process 1 or descriptor 2147483648"),
     ],
 )
-def test_a_file_that_is_not_a_segment(
+def test_pids_and_descriptors_that_cannot_exist(
     hostile: tuple[zmq.Socket[Any], zmq.Socket[Any]],
     attacher: SharedMemoryAttacher,
-    planted: str,
-    content: bytes,
+    pid: int,
+    fd: int,
     message: str,
 ) -> None:
-    with open(f"/dev/shm/{planted}", "wb") as file:
-        file.write(content)
-    parts = [control(planted, [[0, 1, 0, 8]]), header_of(item(x=torch.ones(2)))]
-    found = rejected(hostile, parts, attacher)
-    assert found.startswith("$: ") and found.endswith(message), found
+    name = "mmcodec-" + secrets.token_hex(16)
+    parts = [
+        planted_control(name, [[0, 1, 0, 8]], pid=pid, fd=fd),
+        header_of(item(x=torch.ones(2))),
+    ]
+    assert rejected(hostile, parts, attacher) == f"$: shared memory segment {name}: {message}"
+
+
+@pytest.fixture
+def opened(tmp_path: Any) -> Iterator[dict[str, int]]:
+    """Descriptors of this process that lead to things that are no segment."""
+    reading, writing = os.pipe()
+    null = os.open("/dev/null", os.O_RDONLY)
+    (tmp_path / "secret").write_bytes(b"s" * 65536)
+    regular = os.open(tmp_path / "secret", os.O_RDONLY)
+    made = {"a pipe": reading, "a device": null, "a regular file": regular}
+    yield made
+    for fd in (reading, writing, null, regular):
+        os.close(fd)
+
+
+@pytest.mark.parametrize("what", ["a pipe", "a device", "a regular file"])
+def test_a_descriptor_that_leads_elsewhere_is_never_opened(
+    hostile: tuple[zmq.Socket[Any], zmq.Socket[Any]],
+    attacher: SharedMemoryAttacher,
+    opened: dict[str, int],
+    monkeypatch: pytest.MonkeyPatch,
+    what: str,
+) -> None:
+    tried: list[Any] = []
+    real_open = os.open
+
+    def watched(*args: Any) -> int:
+        tried.append(args)
+        return real_open(*args)
+
+    monkeypatch.setattr(os, "open", watched)
+    name = "mmcodec-" + secrets.token_hex(16)
+    parts = [
+        planted_control(name, [[0, 1, 0, 8]], fd=opened[what]),
+        header_of(item(x=torch.ones(2))),
+    ]
+    assert rejected(hostile, parts, attacher) == (
+        f"$: shared memory segment {name} does not exist (its sender closed it or exited)"
+    )
+    assert not [args for args in tried if str(args[0]).startswith("/proc/")]
+
+
+def test_a_memfd_that_any_process_could_resize_is_refused_before_mapping(
+    hostile: tuple[zmq.Socket[Any], zmq.Socket[Any]], attacher: SharedMemoryAttacher
+) -> None:
+    for seals, found in [(0, "0x0"), (fcntl.F_SEAL_SHRINK, "0x2"), (fcntl.F_SEAL_GROW, "0x4")]:
+        planted = plant(seals=seals)
+        try:
+            parts = [planted.control([[0, 1, 0, 8]]), header_of(item(x=torch.ones(2)))]
+            assert rejected(hostile, parts, attacher) == (
+                f"$: shared memory segment {planted.name}: {planted.name} is not sealed as a "
+                f"pool seals it (seals {found}, not all of 0x17): a process could resize it"
+            )
+        finally:
+            planted.close()
     assert attacher.mapped() == {}
+
+
+def test_a_memfd_of_another_name_is_refused(
+    hostile: tuple[zmq.Socket[Any], zmq.Socket[Any]], attacher: SharedMemoryAttacher
+) -> None:
+    planted = plant(memfd_name="mmcodec-" + "0" * 32)  # a real segment's name, say
+    try:
+        parts = [planted.control([[0, 1, 0, 8]]), header_of(item(x=torch.ones(2)))]
+        assert rejected(hostile, parts, attacher) == (
+            f"$: shared memory segment {planted.name} does not exist (its sender closed it or "
+            "exited)"
+        )
+    finally:
+        planted.close()
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        (b"", "is too short for its header"),
+        (b"x" * 64, "is not an mmcodec segment (magic b'xxxxxxxx')"),
+        (
+            b"mmcshm\x00\x00" + bytes([2, 0, 0, 0]) + bytes(44),
+            "has layout version 2, not 3",
+        ),
+    ],
+)
+def test_a_memfd_that_is_not_a_segment(
+    hostile: tuple[zmq.Socket[Any], zmq.Socket[Any]],
+    attacher: SharedMemoryAttacher,
+    header: bytes,
+    message: str,
+) -> None:
+    planted = plant(header=header, file_bytes=len(header))
+    try:
+        parts = [planted.control([[0, 1, 0, 8]]), header_of(item(x=torch.ones(2)))]
+        found = rejected(hostile, parts, attacher)
+        assert found.startswith("$: ") and found.endswith(message), found
+    finally:
+        planted.close()
+    assert attacher.mapped() == {}
+
+
+def test_a_segment_holding_another_segments_id_is_refused(
+    hostile: tuple[zmq.Socket[Any], zmq.Socket[Any]], attacher: SharedMemoryAttacher
+) -> None:
+    other = "mmcodec-" + secrets.token_hex(16)
+    donor = plant(other)  # its header carries the other name's id
+    header = os.pread(donor.fd, 56, 0)
+    donor.close()
+    planted = plant(header=header)
+    try:
+        parts = [planted.control([[0, 1, 0, 8]]), header_of(item(x=torch.ones(2)))]
+        assert rejected(hostile, parts, attacher) == (
+            f"$: segment {planted.name} holds the id of segment {other}"
+        )
+    finally:
+        planted.close()
 
 
 @pytest.mark.parametrize(
@@ -532,7 +669,7 @@ def test_out_of_range_tickets_offsets_and_lengths(
     message: str,
 ) -> None:
     header = header_of(item(x=torch.ones(BIG)))
-    found = rejected(hostile, [control(pool.name, [frame]), header], attacher)
+    found = rejected(hostile, [control(pool, [frame]), header], attacher)
     assert found.startswith("$: " + message.format(name=pool.name)), found
     assert pool.in_flight == 0
 
@@ -541,26 +678,31 @@ def test_out_of_range_tickets_offsets_and_lengths(
     ("build", "message"),
     [
         (
-            lambda name: shm.MARKER,
+            lambda pool: shm.MARKER,
             "malformed shared memory control part (Input data was truncated)",
         ),
         (
-            lambda name: control(name, [[0, 1, 0, 64]])[:-3],
+            lambda pool: control(pool, [[0, 1, 0, 64]])[:-3],
             "malformed shared memory control part (Input data was truncated)",
         ),
         (
-            lambda name: control(name, [[0, 1, 0, 64]], version=1),
-            "shared memory control version 1 is not supported (this receiver reads version 2)",
+            lambda pool: control(pool, [[0, 1, 0, 64]], version=2),
+            "shared memory control version 2 is not supported (this receiver reads version 3)",
         ),
         (
-            lambda name: control(name, ["x"]),
+            lambda pool: control(pool, ["x"]),
             "malformed shared memory control part (Expected `array | null`, got `str` - at "
-            "`$[3][0]`)",
+            "`$[5][0]`)",
         ),
         (
-            lambda name: control(name, [None, None]),
+            lambda pool: control(pool, [None, None]),
             "control part announces 3 ZMQ parts after it (the header and 2 frames), the "
             "message has 1",
+        ),
+        (
+            lambda pool: control(pool, []),
+            "shared memory control part names no frame in segment {name} (a sender puts at "
+            "least one there)",
         ),
     ],
 )
@@ -572,7 +714,8 @@ def test_malformed_control_parts(
     message: str,
 ) -> None:
     header = header_of(item(x=torch.ones(2)))
-    assert rejected(hostile, [build(pool.name), header], attacher) == f"$: {message}"
+    found = rejected(hostile, [build(pool), header], attacher)
+    assert found == f"$: {message.format(name=pool.name)}"
 
 
 def test_limits_bound_the_control_part(
@@ -581,8 +724,9 @@ def test_limits_bound_the_control_part(
     attacher: SharedMemoryAttacher,
 ) -> None:
     header = header_of(item(x=torch.ones(2)))
-    parts = [control(pool.name, [None] * 20), header, *[b"x"] * 20]
+    part = control(pool, [None] * 20)
+    parts = [part, header, *[b"x"] * 20]
     found = rejected(hostile, parts, attacher, limits=mm.Limits(max_frames=8))
     assert found == "$: 21 frames exceed the limit of 8"
     found = rejected(hostile, parts, attacher, limits=mm.Limits(max_header_bytes=16))
-    assert found == "$: control part of 68 bytes exceeds the limit of 16"
+    assert found == f"$: control part of {len(part) - 8} bytes exceeds the limit of 16"

@@ -6,7 +6,9 @@ are tested by writing release bytes into its segment the way a receiver's finali
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import itertools
 import mmap
 import os
@@ -28,15 +30,17 @@ from mmcodec.transport.shm import (
     SharedMemoryPool,
     SharedMemoryUnavailable,
 )
+from mmcodec.transport.shm import _segment as segment
+from tests.transport.test_shm import leads_to_segment
 
 
 class Receiver:
-    """Sets a ticket's release byte through a separate mapping of the segment."""
+    """Sets a ticket's release byte through a separate mapping of the segment's board."""
 
     def __init__(self, pool: SharedMemoryPool) -> None:
-        with open(pool.path, "r+b") as file:
+        with open(f"/proc/{pool.pid}/fd/{pool._segment.board_fd}", "r+b") as file:
             self._mapping = mmap.mmap(file.fileno(), 0)
-        self._states = pool._layout.states
+        self._states = pool._layout.releases
         self._readers = pool.readers
 
     def release(self, ticket: int, reader: int = 0) -> None:
@@ -159,15 +163,25 @@ def test_random_sequences_never_overlap_and_always_coalesce(
 # -- the pool -----------------------------------------------------------------------------
 
 
-def test_the_segment_is_a_private_file_in_dev_shm(pool: SharedMemoryPool) -> None:
-    assert pool.path == f"/dev/shm/{pool.name}"
-    assert shm._SEGMENT_NAME.fullmatch(pool.name)
+def test_the_segment_is_a_sealed_memfd_with_no_name_in_any_file_system(
+    pool: SharedMemoryPool,
+) -> None:
+    assert segment.SEGMENT_NAME.fullmatch(pool.name)
+    assert pool.path == f"/proc/{os.getpid()}/fd/{pool._fd}"
+    assert os.readlink(pool.path) == f"/memfd:{pool.name} (deleted)"
+    assert not os.path.exists(f"/dev/shm/{pool.name}")
     info = os.stat(pool.path)
-    assert info.st_mode & 0o777 == 0o600
-    assert info.st_uid == os.geteuid()
-    # header, a reader slot, 8 generations and 8 release bytes, then the data on its own page
+    assert info.st_uid == os.geteuid() and info.st_nlink == 0
+    # header, 8 tickets' entries, then the data on its own page
     assert info.st_size == mmap.PAGESIZE + pool.size
     assert pool.size == 64 * ALIGNMENT
+    seals = fcntl.fcntl(pool._fd, segment._F_GET_SEALS)
+    assert seals & segment.SEGMENT_SEALS == segment.SEGMENT_SEALS
+    board = f"/proc/{os.getpid()}/fd/{pool._segment.board_fd}"
+    assert os.readlink(board) == f"/memfd:{pool.name}-board (deleted)"
+    seals = fcntl.fcntl(pool._segment.board_fd, segment._F_GET_SEALS)
+    assert seals & segment.BOARD_SEALS == segment.BOARD_SEALS
+    assert not seals & segment._F_SEAL_FUTURE_WRITE  # readers write the board
     assert repr(pool) == f"<SharedMemoryPool {pool.name} 4,096 bytes, 0 in flight>"
 
 
@@ -235,36 +249,38 @@ def test_a_frame_that_cannot_be_staged_gives_back_what_was_taken() -> None:
         assert pool.in_flight == 0 and pool.free_bytes == 4096
 
 
-def test_close_unlinks_and_later_use_is_refused() -> None:
+def test_close_closes_and_later_use_is_refused() -> None:
     pool = SharedMemoryPool(4096)
     path = pool.path
-    assert os.path.exists(path)
+    assert leads_to_segment(path, pool.name)
     pool.close()
     pool.close()  # idempotent
-    assert pool.closed and not os.path.exists(path)
+    assert pool.closed and not leads_to_segment(path, pool.name)
     with pytest.raises(ValueError, match=r"^shared memory pool mmcodec-[0-9a-f]{32} is closed$"):
         pool.allocate(64)
     assert repr(pool).endswith(" closed>")
 
 
-def test_garbage_collection_and_interpreter_exit_unlink_the_segment() -> None:
+def test_garbage_collection_and_interpreter_exit_close_the_segment() -> None:
     pool = SharedMemoryPool(4096)
-    path = pool.path
+    path, name = pool.path, pool.name
     del pool
-    assert not os.path.exists(path)
+    assert not leads_to_segment(path, name)
     code = (
+        "import os\n"
         "from mmcodec.transport.shm import SharedMemoryPool\n"
         "pool = SharedMemoryPool(4096)\n"
-        "print(pool.path)\n"
+        "print(pool.name, os.readlink(pool.path))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     ).stdout
-    assert out.startswith("/dev/shm/mmcodec-")
-    assert not os.path.exists(out.strip())
+    name, link = out.strip().split(" ", 1)
+    assert link == f"/memfd:{name} (deleted)"  # it never had a name to unlink
+    assert not os.path.exists(f"/dev/shm/{name}")
 
 
-def test_a_full_dev_shm_is_a_clear_error_and_leaves_no_file(
+def test_memory_that_cannot_be_reserved_is_a_clear_error_and_leaves_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def no_space(*args: Any) -> None:
@@ -275,12 +291,21 @@ def test_a_full_dev_shm_is_a_clear_error_and_leaves_no_file(
     with pytest.raises(OSError) as caught:
         SharedMemoryPool(1 << 20)
     assert caught.value.errno == errno.ENOSPC
-    # 1 MiB of data after ten pages (header, a reader slot, 4096 generations and release bytes)
+    # 1 MiB of data after 33 pages (the header and 4096 tickets' entries)
     assert str(caught.value) == (
-        "[Errno 28] cannot reserve 1,089,536 bytes in /dev/shm (No space left on device); "
-        "pass a smaller size= or give /dev/shm more room"
+        "[Errno 28] cannot reserve 1,183,744 bytes of shared memory (No space left on "
+        "device); pass a smaller size="
     )
-    assert not os.path.exists("/dev/shm/mmcodec-" + "ab" * 16)
+    assert not leads_to_segment_anywhere("mmcodec-" + "ab" * 16)  # every descriptor closed
+
+
+def leads_to_segment_anywhere(name: str) -> bool:
+    """Whether a descriptor of this process leads to segment ``name`` or its board."""
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{fd}").startswith(f"/memfd:{name}"):
+                return True
+    return False
 
 
 def test_bad_pool_arguments_are_refused() -> None:
@@ -300,5 +325,5 @@ def test_other_platforms_get_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> N
         with pytest.raises(SharedMemoryUnavailable) as caught:
             make()
         assert str(caught.value) == (
-            "shared-memory frames need Linux's /dev/shm (platform 'darwin'); send without shm="
+            "shared-memory frames need Linux's sealed memfds (platform 'darwin'); send without shm="
         )

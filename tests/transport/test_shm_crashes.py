@@ -1,20 +1,25 @@
 """Shared memory when a process dies: real processes, killed with SIGKILL.
 
-A killed sender's segment file must go (at the latest when the next pool starts, or as
-soon as one of its receivers looks), a live pool's file never; a receiver killed while
-holding views gives its regions back within a bounded time; the views a receiver holds
-stay valid when their sender dies.
+A killed sender leaves nothing behind (its segment is a memfd: no file, and its memory
+goes with the last mapping), its receivers learn it is gone, and the views they hold stay
+valid; a receiver killed while holding views gives its regions back within a bounded
+time. Files that pools of layout 2 (before memfds) left in ``/dev/shm`` are still swept.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
+import secrets
 import select
 import signal
+import struct
 import subprocess
 import time
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Final
 
 import pytest
@@ -24,6 +29,7 @@ from mmcodec.generated import multimodal as mm
 from mmcodec.payloads import PAYLOADS
 from mmcodec.transport import shm
 from mmcodec.transport import zmq as mmzmq
+from mmcodec.transport._locks import LOCK_BASE, try_lock
 from mmcodec.transport.shm import (
     CHECK_INTERVAL_S,
     GONE_GRACE_S,
@@ -73,7 +79,19 @@ def eventually(check: Any, timeout: float, what: str) -> None:
 PLAN: Final = [("llava", 40), ("whisper", 41), ("idefics3", 42)]
 
 
-def test_a_killed_senders_file_goes_when_its_receiver_looks_and_views_stay_valid(
+def mapped_here(name: str) -> bool:
+    """Whether this process maps segment ``name`` or its board, or holds a descriptor of it."""
+    with open("/proc/self/maps") as maps:
+        if f"/memfd:{name}" in maps.read():
+            return True
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{fd}").startswith(f"/memfd:{name}"):
+                return True
+    return False
+
+
+def test_a_killed_sender_leaves_nothing_and_the_views_of_its_readers_stay_valid(
     sockets: Sockets, ipc_dir: str
 ) -> None:
     pull = sockets(zmq.PULL)
@@ -83,57 +101,64 @@ def test_a_killed_senders_file_goes_when_its_receiver_looks_and_views_stay_valid
         segment = said(sender)
         assert list(attacher.mapped()) == [segment["name"]]
         assert attacher.orphaned() == []  # its sender lives
-        assert os.path.exists(segment["path"])
+        assert not os.path.exists(f"/dev/shm/{segment['name']}")  # never a file
         kill(sender)
-        assert os.path.exists(segment["path"])  # SIGKILL: nobody unlinked it
         assert attacher.orphaned() == [segment["name"]]
-        assert not os.path.exists(segment["path"])
         assert attacher.mapped() == {}
-        # The views decoded before the sender died still read the same pages.
+        # The views decoded before the sender died still read the same pages ...
         assert received == [PAYLOADS[name](seed) for name, seed in PLAN]
+        assert mapped_here(segment["name"])
+        del received
+        gc.collect()
+        # ... and once they are gone, no process holds the segment: the kernel freed it.
+        assert not mapped_here(segment["name"])
 
 
-def test_a_new_pool_sweeps_the_files_of_dead_pools_and_never_a_live_ones(
-    sockets: Sockets, ipc_dir: str
+def plant_legacy(directory: Path, name: str, *, version: int | None = 2) -> Path:
+    """A file as a pool of layout 2 (before memfds) made it; no header if ``version`` is None."""
+    path = directory / name
+    header = (
+        b"" if version is None else struct.pack("<8sIIIIQQ", b"mmcshm\0\0", version, 1, 1, 0, 0, 0)
+    )
+    path.write_bytes(header + bytes(4096))
+    return path
+
+
+def test_the_sweep_removes_files_that_dead_pools_of_layout_2_left_and_nothing_else(
+    tmp_path: Path,
 ) -> None:
-    dead_pull, live_pull = sockets(zmq.PULL), sockets(zmq.PULL)
-    dead_endpoint = bind(dead_pull, "ipc", ipc_dir, "dead")
-    live_endpoint = bind(live_pull, "ipc", ipc_dir, "live")
-    plan = json.dumps(PLAN[:1])
-    with (
-        shm_peer("send", dead_endpoint, plan) as doomed,
-        shm_peer("send", live_endpoint, plan) as alive,
-    ):
-        dead, live = said(doomed), said(alive)
-        kill(doomed)  # no receiver ever attached its segment
-        assert os.path.exists(dead["path"])
-        with SharedMemoryPool(1 << 20) as mine:
-            assert not os.path.exists(dead["path"])  # swept as the new pool started
-            assert os.path.exists(live["path"])  # its owner lives: untouched
-            assert os.path.exists(mine.path)
-            assert dead["name"] not in shm.sweep() and live["name"] not in shm.sweep()
-        # The live peer's message still arrives whole, through its segment.
-        with SharedMemoryAttacher() as attacher:
-            value = mmzmq.recv(live_pull, mm, mm.MultiModalKwargsItems, shm=attacher)
-            assert value == PAYLOADS["llava"](40)
-            assert list(attacher.mapped()) == [live["name"]]
+    names = {
+        what: "mmcodec-" + secrets.token_hex(16)
+        for what in ("dead", "live", "v1", "young", "old", "other")
+    }
+    dead = plant_legacy(tmp_path, names["dead"])
+    live = plant_legacy(tmp_path, names["live"])
+    plant_legacy(tmp_path, names["v1"], version=1)
+    plant_legacy(tmp_path, names["young"], version=None)
+    old = plant_legacy(tmp_path, names["old"], version=None)
+    os.utime(old, (time.time() - 2 * shm.ORPHAN_AGE_S,) * 2)
+    plant_legacy(tmp_path, "mmcodec-not-a-segment")
+    owner = os.open(live, os.O_RDWR)  # its pool, alive: holds the owner lock
+    try:
+        assert try_lock(owner, LOCK_BASE, exclusive=True)
+        removed = shm.sweep(str(tmp_path))
+    finally:
+        os.close(owner)
+    assert sorted(removed) == sorted([names["dead"], names["old"]])
+    assert not dead.exists() and not old.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [names["live"], names["v1"], names["young"], "mmcodec-not-a-segment"]
+    )
 
 
-def test_the_sweep_removes_a_dead_pool_even_when_its_readers_still_map_it(
-    sockets: Sockets, ipc_dir: str
-) -> None:
-    pull = sockets(zmq.PULL)
-    endpoint = bind(pull, "ipc", ipc_dir, "data")
-    with (
-        shm_peer("send", endpoint, json.dumps(PLAN[:1])) as sender,
-        SharedMemoryAttacher() as attacher,
-    ):
-        value = mmzmq.recv(pull, mm, mm.MultiModalKwargsItems, shm=attacher)
-        segment = said(sender)
-        kill(sender)
-        assert segment["name"] in shm.sweep()
-        assert not os.path.exists(segment["path"])
-        assert value == PAYLOADS["llava"](40)  # the mapping outlives the file
+def test_a_new_pool_sweeps_dev_shm() -> None:
+    name = "mmcodec-" + secrets.token_hex(16)
+    path = plant_legacy(Path(shm.SEGMENT_DIR), name)
+    try:
+        with SharedMemoryPool(1 << 20):
+            assert not path.exists()
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def test_a_reader_killed_while_holding_views_gives_its_regions_back(

@@ -49,3 +49,7 @@ def test_only_the_vllm_binding_imports_vllm() -> None:
     assert _python(shipped) == "False"
     bound = "import sys, mmcodec.generated.multimodal_vllm; print('vllm' in sys.modules)"
     assert _python(bound) == "True"
+    integrations = "import sys, mmcodec.integrations; print('vllm' in sys.modules)"
+    assert _python(integrations) == "False"
+    plugin = "import sys, mmcodec.integrations.vllm; print('vllm' in sys.modules)"
+    assert _python(plugin) == "True"
