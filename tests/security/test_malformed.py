@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import resource
 import struct
+import sys
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -490,6 +491,24 @@ def test_max_depth_is_the_callers(frames: list[bytes]) -> None:
     )
 
 
+@pytest.fixture
+def default_recursion_limit() -> Iterator[None]:
+    """Python's default recursion limit for the test's duration.
+
+    msgspec refuses nesting deeper than the interpreter's recursion limit, and libraries
+    loaded by other tests (hypothesis while it runs, torch's compilers) raise it: 2,000
+    levels then decode into a schema error instead. Pinning the limit keeps the case exact
+    in any test order.
+    """
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(1_000)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
+
+
+@pytest.mark.usefixtures("default_recursion_limit")
 @pytest.mark.parametrize("depth", [2_000, 100_000, 5_000_000])
 @pytest.mark.parametrize("where", ["body", "tensors"])
 def test_msgpack_nesting_beyond_the_recursion_limit(
