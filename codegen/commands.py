@@ -105,7 +105,8 @@ def _plan(args: argparse.Namespace) -> tuple[Path, Path, Plan]:
     files = schema_files([root / schemas], root)
     modules = compile_schemas(files, root)
     if rust:
-        return root, out_dir, plan_rust_output(modules)
+        command = generate_command(_from_root(schemas, root), out, package, lang="rust")
+        return root, out_dir, plan_rust_output(modules, command)
     command = generate_command(_from_root(schemas, root), out, package)
     return root, out_dir, plan_output(modules, package, command)
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from mmcodec.codegen import GENERATOR_VERSION, ir
 from mmcodec.codegen.diagnostics import UsageError
 from mmcodec.codegen.pysource import comment
-from mmcodec.codegen.render import command_lines, render_module
+from mmcodec.codegen.render import COMMAND_WIDTH, render_module
+from mmcodec.codegen.shell import command_lines
 
 DEFAULT_COMMAND = "mmcodec generate"
 
@@ -27,15 +28,19 @@ def default_package(out: str) -> str:
     return Path(out).as_posix().strip("/").replace("/", ".")
 
 
-def generate_command(schemas: str, out: str, package: str) -> str:
+def generate_command(schemas: str, out: str, package: str, lang: str = "python") -> str:
     """The ``mmcodec generate`` command that writes this output, for its headers.
 
     ``schemas`` and ``out`` are paths relative to the project root, so the text depends
     on the options and not on where the project is; ``check`` with the same options
-    builds the same text. ``--package`` is named only when it is not ``out``'s default.
+    builds the same text. ``--package`` is named only when it is not ``out``'s default
+    (Rust output has none: ``--lang rust`` instead).
     """
-    words = ["mmcodec", "generate", "--schemas", schemas, "--out", out]
-    if package != default_package(out):
+    words = ["mmcodec", "generate"]
+    if lang != "python":
+        words += ["--lang", lang]
+    words += ["--schemas", schemas, "--out", out]
+    if lang == "python" and package != default_package(out):
         words += ["--package", package]
     return shlex.join(words)
 
@@ -64,7 +69,7 @@ def init_text(command: str) -> str:
     """``__init__.py``: the header, a docstring, and the command as the modules name it
     (never on the first two lines, where Python would read a ``coding:`` in a path as the
     file's encoding)."""
-    lines = [f"#   {comment(line)} \\\n" for line in command_lines(command)]
+    lines = [f"#   {comment(line)} \\\n" for line in command_lines(command, COMMAND_WIDTH)]
     lines[-1] = lines[-1].removesuffix(" \\\n") + "\n"
     shown = "".join(lines)
     return (

@@ -15,7 +15,6 @@ as ``ruff format`` would break them (:mod:`~mmcodec.codegen.layout`).
 from __future__ import annotations
 
 import functools
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,6 +24,7 @@ import jinja2
 from mmcodec.codegen import GENERATOR_VERSION, ir, layout, pysource
 from mmcodec.codegen.imports import Import, import_block, sort_all, used_names
 from mmcodec.codegen.pysource import Code, code, docstring, literal
+from mmcodec.codegen.shell import command_lines
 from mmcodec.runtime.api import API_LEVEL
 
 _TEMPLATES = Path(__file__).parent / "templates"
@@ -305,24 +305,8 @@ def _module_doc(module: ir.Module) -> str:
     return f"{module.doc}\n\n{usage}"
 
 
-def command_lines(command: str, width: int = layout.WIDTH - len("#   ") - len(" \\")) -> list[str]:
-    """A shell command in lines of at most ``width`` characters, an option beside its value
-    (a longer pair keeps a line of its own). The caller ends each line but the last with
-    `` \\``, as a shell continues a line."""
-    words = [shlex.quote(word) for word in shlex.split(command)]
-    groups: list[str] = []
-    for word in words:
-        if groups and groups[-1].startswith("--") and " " not in groups[-1]:
-            groups[-1] += " " + word  # --out generated
-        else:
-            groups.append(word)
-    lines: list[str] = []
-    for group in groups:
-        if lines and len(lines[-1]) + 1 + len(group) <= width:
-            lines[-1] += " " + group
-        else:
-            lines.append(group)
-    return lines
+COMMAND_WIDTH = layout.WIDTH - len("#   ") - len(" \\")
+"""The width of a line of the command in a header, after ``#   `` and before `` \\``."""
 
 
 def _keywords(constraints: ir.Constraints) -> Code:
@@ -383,7 +367,7 @@ def render_module(
     context = {
         "module": module,
         "doc": docstring(_module_doc(module)),
-        "regenerate": [pysource.comment(line) for line in command_lines(command)],
+        "regenerate": [pysource.comment(line) for line in command_lines(command, COMMAND_WIDTH)],
         "generator_version": GENERATOR_VERSION,
         "runtime_api": API_LEVEL,
         "types": types,

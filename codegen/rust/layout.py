@@ -37,12 +37,40 @@ def _rows(*rows: RustCode) -> RustCode:
 
 def field(indent: int, head: RustCode, ty: RustCode, tail: str = ",") -> RustCode:
     """``head ty,`` as a struct field (``pub name: Type,``): the type moves to the next
-    line when the field does not fit."""
+    line when the field does not fit, or a tuple type opens there, one item per line."""
     pad = " " * indent
     one = code(pad, head, " ", ty, tail)
     if _fits(one):
         return one
-    return _rows(code(pad, head), code(pad, "    ", ty, tail))
+    items = _tuple_items(ty)
+    if items is None:
+        return _rows(code(pad, head), code(pad, "    ", ty, tail))
+    rows = [code(pad, head, " (")]
+    rows += [code(pad, "    ", item, ",") for item in items]
+    rows.append(code(pad, ")", tail))
+    return _rows(*rows)
+
+
+def _tuple_items(ty: RustCode) -> list[RustCode] | None:
+    """The item types of a tuple type ``(A, B<C, D>)``, or None for another type."""
+    if not (ty.startswith("(") and ty.endswith(")")):
+        return None
+    items: list[RustCode] = []
+    depth, start = 0, 1
+    for i, char in enumerate(ty[1:-1], start=1):
+        if char in "(<[":
+            depth += 1
+        elif char in ")>]":
+            depth -= 1
+        if depth < 0:
+            return None  # "(A, B) | (C)" is no one tuple
+        if char == "," and depth == 0:
+            items.append(code(ty[start:i].strip()))
+            start = i + 1
+    last = ty[start:-1].strip()
+    if last:
+        items.append(code(last))
+    return items if depth == 0 and len(items) > 1 else None
 
 
 def tuple_variant(indent: int, name: RustCode, ty: RustCode) -> RustCode:
@@ -100,6 +128,23 @@ def const_item(indent: int, head: RustCode, value: RustCode) -> RustCode:
     return _rows(*rows)
 
 
+ARRAY_WIDTH = 60
+"""rustfmt's ``array_width``: an array literal's items wider than this go one per line."""
+
+
+def array_const(indent: int, head: RustCode, items: Sequence[RustCode]) -> RustCode:
+    """``const NAME: Type = &[a, b];``: one item, or items no wider than ``array_width``
+    together, as :func:`const_item` lays a value out; else one item per line."""
+    joined = code(*[code(", " if i else "", item) for i, item in enumerate(items)])
+    if len(items) < 2 or len(joined) <= ARRAY_WIDTH:
+        return const_item(indent, head, code("&[", joined, "]"))
+    pad = " " * indent
+    rows = [code(pad, head, " = &[")]
+    rows += [code(pad, "    ", item, ",") for item in items]
+    rows.append(code(pad, "];"))
+    return _rows(*rows)
+
+
 def method_call(
     indent: int, receiver: str, method: RustCode, args: Sequence[RustCode], tail: str
 ) -> RustCode:
@@ -126,16 +171,22 @@ def field_value(
 ) -> RustCode:
     """``name: receiver.method(args)?,`` in a struct literal. A field that does not fit
     breaks before the method, as rustfmt breaks a chain; when the method's line would not
-    fit either (or its arguments are several and wide), the arguments go one per line."""
+    fit either (or its arguments are wide), the arguments go one per line; a lone wide
+    ``Some(value)`` overflows instead: ``receiver.method(Some(`` / value / ``))?,``."""
     pad = " " * indent
     joined = code(*[code(", " if i else "", a) for i, a in enumerate(args)])
-    narrow = len(args) < 2 or len(joined) <= CALL_ARGS_WIDTH
+    some = len(args) == 1 and args[0].startswith("Some(") and args[0].endswith(")")
+    narrow = (len(args) < 2 and not some) or len(joined) <= CALL_ARGS_WIDTH
     one = code(pad, name, ": ", receiver, ".", method, "(", joined, ")?,")
     if len(one) <= FIELD_VALUE_WIDTH and narrow:
         return one
     chained = code(pad, "    .", method, "(", joined, ")?,")
     if _fits(chained) and narrow:
         return _rows(code(pad, name, ": ", receiver), chained)
+    if some:
+        inner = code(args[0][len("Some(") : -1])
+        opened = code(pad, name, ": ", receiver, ".", method, "(Some(")
+        return _rows(opened, code(pad, "    ", inner, ","), code(pad, "))?,"))
     rows = [code(pad, name, ": ", receiver, ".", method, "(")]
     rows += [code(pad, "    ", arg, ",") for arg in args]
     rows.append(code(pad, ")?,"))

@@ -11,6 +11,7 @@ string.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from mmcodec.codegen import ir
@@ -103,6 +104,10 @@ RUNTIME_PRELUDE = frozenset(
         "Tag",
         "Union",
         "Variant",
+        "MapKey",
+        "IntEnum",
+        "StrEnum",
+        "Segment",
         "Encode",
         "Encoder",
         "FieldWriter",
@@ -170,6 +175,38 @@ def camel(t: ir.TypeExpr, home: str, types: dict[tuple[str, str], RustCode]) -> 
 
 def _capital(snake: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in snake.split("_"))
+
+
+def upper_camel(name: str) -> str:
+    """An identifier in UpperCamelCase, as Rust names enum variants (and prost and heck
+    convert them): words split at underscores and where the case changes
+    (``NOT_SET`` -> ``NotSet``, ``HTTPServer`` -> ``HttpServer``, ``rgb8`` -> ``Rgb8``)."""
+    words = []
+    for part in name.split("_"):
+        words += _WORD.findall(part)
+    return "".join(w[:1].upper() + w[1:].lower() for w in words)
+
+
+_WORD = re.compile(r"[A-Z]+[0-9]*(?![a-z])|[A-Z]?[a-z]+[0-9]*|[0-9]+")
+"""A word of an identifier: an acronym (``HTTP`` before ``Server``), a capitalised or
+lower-case word, digits on their own; digits stay with the word they follow."""
+
+
+def member_names(enum: ir.EnumDef) -> list[RustCode]:
+    """The variants of an enum: its members' names in UpperCamelCase; one that would meet
+    another's (``IMAGE`` and ``Image``) or that Rust cannot spell (``Self``) gets its
+    member's position, and underscores until it is unique."""
+    raw = [upper_camel(m.name) for m in enum.members]
+    out: list[RustCode] = []
+    used: set[str] = set()
+    for index, name in enumerate(raw):
+        if raw.count(name) > 1 or name in UNRAWABLE:
+            name = f"{name}{index}"
+        while name in used or name in raw[index + 1 :]:
+            name += "_"
+        used.add(name)
+        out.append(ident(name))
+    return out
 
 
 def variant_names(

@@ -8,9 +8,10 @@ Python renderer; both read the same IR. Schema text reaches the output only thro
 :mod:`mmcodec.codegen.rust.layout`, so the output is already formatted as rustfmt
 formats it.
 
-Enums of the schema language (when the IR has them) get a renderer here: a Rust
-``enum`` of unit variants with its wire values, next to the struct, union and mapping
-renderers below (``_type_view``).
+An enum of the schema is a Rust ``enum`` of unit variants (its members, UpperCamelCase)
+that implements the runtime's ``IntEnum`` (``#[repr(i64)]``, the values as
+discriminants) or ``StrEnum`` (the values in ``value()``); it is not shared, borrows
+nothing, and can key a map.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import jinja2
 
 from mmcodec.codegen import GENERATOR_VERSION, ir
 from mmcodec.codegen.rust import layout
-from mmcodec.codegen.rust.names import bare, unique, variant_names
+from mmcodec.codegen.rust.names import bare, member_names, unique, variant_names
 from mmcodec.codegen.rust.source import (
     RustCode,
     UnsafeText,
@@ -37,6 +38,7 @@ from mmcodec.codegen.rust.source import (
     string,
 )
 from mmcodec.codegen.rust.types import Key, Schemas, is_shared, unsigned
+from mmcodec.codegen.shell import command_lines
 
 _TEMPLATES = Path(__file__).parent.parent / "templates" / "rust"
 
@@ -127,17 +129,15 @@ class _Module:
             view["table"] = code("t", self.table_of[t.name])
             key = string(f"{self.home}.{t.name}")
             view["key_const"] = layout.const_item(4, code("const KEY: &'static str"), key)
-        # One view per kind of type definition. Enums of the schema language (an EnumDef
-        # in the IR, to come) get theirs here: a Rust enum of unit variants, read and
-        # written as their wire values, not shared (types.is_shared), borrowing nothing.
+        # One view per kind of type definition.
         if isinstance(t, ir.StructDef):
             view.update(self.struct_view(t))
         elif isinstance(t, ir.UnionDef):
             view.update(self.union_view(t))
         elif isinstance(t, ir.MappingDef):
             view.update(self.mapping_view(t))
-        else:  # pragma: no cover - the IR has no other kind yet
-            raise UnsafeText(f"the Rust renderer cannot render a {type(t).__name__} yet")
+        else:
+            view.update(self.enum_view(t))
         return view
 
     def _elided(self, t: ir.TypeDef) -> RustCode:
@@ -174,6 +174,9 @@ class _Module:
                 default, constant = _default(f.type, f.default.value, default_const)
                 if constant is not None:
                     constants.append(constant)
+                defaults.append((name, default))
+            elif isinstance(f.default, ir.MemberDefault):
+                default = self.member_default(f.type, f.default)
                 defaults.append((name, default))
             read_args = [
                 a for a in (default, code("&Self::", bounds_const) if bounds else None) if a
@@ -264,6 +267,57 @@ class _Module:
             "str_tags": "true" if str_tags else "false",
             "ref_form": "StrTag" if str_tags else "IntTag",
         }
+
+    def enum_view(self, t: ir.EnumDef) -> dict[str, Any]:
+        ty = self.self_type(t)
+        str_values = isinstance(t.members[0].value, str)
+        names = member_names(t)
+        members = []
+        for m, name in zip(t.members, names, strict=True):
+            if str_values:
+                assert isinstance(m.value, str)
+                shown = f"`{_tag_text(m.value)}`"
+                text = f"{shown}: {m.doc}" if m.doc else f"{shown}."
+                decl = code("    ", name, ",")
+            else:
+                assert isinstance(m.value, int)
+                text = m.doc
+                decl = code("    ", name, " = ", _int(m.value), ",")
+            members.append({"doc": doc(text, indent=4) if text else None, "decl": decl})
+        items = [code("Self::", n) for n in names]
+        kind = "Str" if str_values else "Int"
+        return {
+            "kind": "enum",
+            "allow": lint_allowances([self.name(t)], []),
+            "str_values": str_values,
+            "members": members,
+            "trait_impl": layout.impl_header(code(""), code(kind, "Enum"), ty),
+            "members_const": layout.array_const(4, code("const MEMBERS: &'static [Self]"), items),
+            "value_arms": [
+                layout.match_arm(12, item, string(m.value))  # type: ignore[arg-type]
+                for item, m in zip(items, t.members, strict=True)
+            ]
+            if str_values
+            else [],
+            "expected": string("str" if str_values else "int"),
+            "read": code("d.read_", kind.lower(), "_enum()"),
+            "write": code("e.write_", kind.lower(), "_enum(*self)"),
+            "segment": code("Segment::", kind.lower(), "_key(self.value())"),
+            "any_decode_impl": layout.impl_header(code("<'a, C>"), code("Decode<'a, C>"), ty),
+            "map_key_impl": layout.impl_header(code(""), code("MapKey"), ty),
+        }
+
+    def member_default(self, t: ir.TypeExpr, default: ir.MemberDefault) -> RustCode:
+        """A member of an enum as a field's default: ``Modality::Image``, optionally
+        ``Some(...)``."""
+        inner = t.inner if isinstance(t, ir.OptionalOf) else t
+        assert isinstance(inner, ir.Named)
+        key = (inner.module, inner.name)
+        enum = self.schemas.defs[key]
+        assert isinstance(enum, ir.EnumDef)
+        names = dict(zip((m.name for m in enum.members), member_names(enum), strict=True))
+        member = code(self.schemas.path(key, self.home), "::", names[default.member])
+        return code("Some(", member, ")") if isinstance(t, ir.OptionalOf) else member
 
     def mapping_view(self, t: ir.MappingDef) -> dict[str, Any]:
         owner = self.key(t.name)
@@ -500,21 +554,38 @@ def _plain_default(
     raise UnsafeText(f"no Rust default for {value!r}")
 
 
-def render_module(module: ir.Module, modules: list[ir.Module]) -> str:
-    """The Rust source of one schema module, formatted as rustfmt formats it."""
+DEFAULT_COMMAND = "mmcodec generate --lang rust"
+"""The command headers name when the caller gives none (Python's: ``mmcodec generate``)."""
+
+COMMAND_WIDTH = layout.WIDTH - len("//   ") - len(" \\")
+"""The width of a line of the command in a header, after ``//   `` and before `` \\``."""
+
+
+def regenerate(command: str) -> list[RustCode]:
+    """The lines of the command that regenerates a file, each the rest of a comment."""
+    return [comment(line) for line in command_lines(command, COMMAND_WIDTH)]
+
+
+def render_module(
+    module: ir.Module, modules: list[ir.Module], command: str = DEFAULT_COMMAND
+) -> str:
+    """The Rust source of one schema module, formatted as rustfmt formats it; its header
+    names ``command``, the command that regenerates it."""
     schemas = Schemas.of(modules)
     context = _Module(schemas, module).context()
-    return environment().get_template("module.rs.j2").render(context)
+    return (
+        environment().get_template("module.rs.j2").render(context, regenerate=regenerate(command))
+    )
 
 
-def render_mod(modules: list[ir.Module]) -> str:
+def render_mod(modules: list[ir.Module], command: str = DEFAULT_COMMAND) -> str:
     """``mod.rs``: the generated modules, siblings that refer to each other by ``super::``."""
     schemas = Schemas.of(modules)
     names = sorted(schemas.module_names.values(), key=bare)
     return (
         environment()
         .get_template("mod.rs.j2")
-        .render(generator_version=GENERATOR_VERSION, modules=names)
+        .render(generator_version=GENERATOR_VERSION, modules=names, regenerate=regenerate(command))
     )
 
 

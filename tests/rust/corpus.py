@@ -6,11 +6,13 @@ from, made from fixed seeds at test time (the design payloads reach 151 MB).
 * :func:`payloads`: every design payload (``mmcodec.payloads``), seed 0, with the batch
   and configs it was built from (recorded through the generators' ``api=`` hook).
 * :func:`golden`: a value of every named type of ``tests/schemas/features.yaml`` (the
-  cases of ``tests/codegen/test_features.py``).
+  cases of ``tests/codegen/test_features.py``), or of ``tests/schemas/enums.yaml`` (those
+  of ``tests/codegen/test_enums.py``).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,14 +72,25 @@ def payloads(names: list[str] | None = None) -> Iterator[tuple[str, Batch]]:
         yield name, batch
 
 
-def golden() -> Iterator[tuple[str, str, Any]]:
-    """(case name, ``schema.Type``, value) for every case of the features schema."""
-    from tests.codegen.test_features import CASES
-    from tests.golden import features
+def golden(schema: str = "features") -> Iterator[tuple[str, str, Any]]:
+    """(case name, ``schema.Type``, value) for every case of the features (or enums)
+    schema's round-trip tests."""
+    module = golden_module(schema)
+    cases = importlib.import_module(f"tests.codegen.test_{schema}").CASES
+    names = {id(tp): name for name, tp in codec_of(module).named_types.items()}
+    for case, tp, value in cases:
+        yield case, f"{schema}.{names[id(tp)]}", value
 
-    names = {id(tp): name for name, tp in codec_of(features).named_types.items()}
-    for case, tp, value in CASES:
-        yield case, f"features.{names[id(tp)]}", value
+
+def golden_module(schema: str) -> Any:
+    """The golden Python module of a test schema (``tests.golden.features``)."""
+    return importlib.import_module(f"tests.golden.{schema}")
+
+
+def golden_type(type_name: str) -> Any:
+    """The Python type a ``schema.Type`` name of :func:`golden` stands for."""
+    schema, name = type_name.split(".")
+    return codec_of(golden_module(schema)).named_types[name]
 
 
 def _nested(value: Any) -> Any:
@@ -126,12 +139,12 @@ def corpus_files() -> dict[str, bytes]:
         file = name.replace(" ", "-") + ".mmcb"
         files[file] = bytes(mm.encode_bytes(batch.items))
         lines.append(f"{file} multimodal.MultiModalKwargsItems")
-    from tests.golden import features
-
-    for case, type_name, value in golden():
-        tp = codec_of(features).named_types[type_name.split(".")[1]]
-        files[f"features-{case}.mmcb"] = bytes(features.encode_bytes(value, type=tp))
-        lines.append(f"features-{case}.mmcb {type_name}")
+    for schema in ("features", "enums"):
+        module = golden_module(schema)
+        for case, type_name, value in golden(schema):
+            tp = golden_type(type_name)
+            files[f"{schema}-{case}.mmcb"] = bytes(module.encode_bytes(value, type=tp))
+            lines.append(f"{schema}-{case}.mmcb {type_name}")
     files["manifest.txt"] = ("\n".join(lines) + "\n").encode()
     return files
 

@@ -18,16 +18,14 @@ from typing import Any
 import pytest
 
 from mmcodec.generated import multimodal as mm
-from mmcodec.runtime.codec import codec_of
 from mmcodec.runtime.dtypes import WIRE_NAMES
 from mmcodec.runtime.equality import values_equal
-from tests.golden import features
 from tests.rust import corpus
 from tests.rust.cargo import run
 from tests.rust.describe import Describer
 
 SAMPLES = list(corpus.samples())
-GOLDEN = list(corpus.golden())
+GOLDEN = [g for schema in ("features", "enums") for g in corpus.golden(schema)]
 
 
 def _tensors(description: Any) -> list[dict[str, Any]]:
@@ -85,18 +83,22 @@ def test_rust_reencodes_the_samples_byte_for_byte(
     assert mm.decode_bytes(out.read_bytes(), tp) == value
 
 
-@pytest.mark.parametrize(("case", "type_name", "value"), GOLDEN, ids=[g[0] for g in GOLDEN])
+@pytest.mark.parametrize(
+    ("case", "type_name", "value"), GOLDEN, ids=[f"{g[1].split('.')[0]}-{g[0]}" for g in GOLDEN]
+)
 def test_golden_messages_travel_through_rust_unchanged(
     tmp_path: Path, case: str, type_name: str, value: Any
 ) -> None:
-    """Every named type of the features schema (tests/golden_rust): Rust decodes Python's
-    message and writes back the same bytes, which Python decodes to the value it encoded."""
-    tp = codec_of(features).named_types[type_name.split(".")[1]]
-    buffer = bytes(features.encode_bytes(value, type=tp))
+    """Every named type of the features and enums schemas (tests/golden_rust): Rust decodes
+    Python's message and writes back the same bytes, which Python decodes to the value it
+    encoded (an enum member comes back as the member, of its class)."""
+    module = corpus.golden_module(type_name.split(".")[0])
+    tp = corpus.golden_type(type_name)
+    buffer = bytes(module.encode_bytes(value, type=tp))
     out = tmp_path / "again"
     assert run("reencode", type_name, _write(tmp_path, case, buffer), out) == '{"ok":true}\n'
     again = out.read_bytes()
-    back = features.decode_bytes(again, tp)
+    back = module.decode_bytes(again, tp)
     assert values_equal(back, value)
     assert type(back) is type(value)
     assert again == buffer

@@ -30,9 +30,10 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from mmcodec.codegen.cli import main
+from mmcodec.codegen.output import generate_command
 from mmcodec.codegen.rust import source
 from mmcodec.codegen.rust.output import plan_rust_output
-from mmcodec.codegen.rust.render import environment
+from mmcodec.codegen.rust.render import DEFAULT_COMMAND, environment
 from mmcodec.codegen.rust.source import UnsafeText, byte_string, comment, doc, ident, string
 from mmcodec.codegen.validate import compile_schemas
 from tests.rust.rust_lexer import tokens
@@ -41,8 +42,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TREES = [("schema", "rust/multimodal/src/generated"), ("tests/schemas", "tests/golden_rust")]
 
 
-def _plan(schemas: Path, root: Path = ROOT) -> dict[str, str]:
-    return plan_rust_output(compile_schemas(sorted(schemas.glob("*.yaml")), root)).files
+def _plan(schemas: Path, root: Path = ROOT, command: str = DEFAULT_COMMAND) -> dict[str, str]:
+    modules = compile_schemas(sorted(schemas.glob("*.yaml")), root)
+    return plan_rust_output(modules, command).files
 
 
 # -- golden files and determinism ------------------------------------------------------
@@ -50,7 +52,7 @@ def _plan(schemas: Path, root: Path = ROOT) -> dict[str, str]:
 
 @pytest.mark.parametrize(("schemas", "out"), TREES)
 def test_the_committed_rust_is_what_the_compiler_writes(schemas: str, out: str) -> None:
-    plan = _plan(ROOT / schemas)
+    plan = _plan(ROOT / schemas, command=generate_command(schemas, out, "", lang="rust"))
     present = {p.name for p in (ROOT / out).iterdir()}
     assert present == set(plan), f"{out} holds other files; run: make generate"
     for name, content in plan.items():
@@ -93,14 +95,20 @@ def test_a_bindings_file_adds_no_rust_module() -> None:
 # -- formatting ---------------------------------------------------------------------------
 
 
-def _lengthen(schema: dict[str, Any], suffix: str, types: set[str]) -> dict[str, Any]:
-    """The schema with ``suffix`` appended to every type, field and tag name."""
+def _lengthen(
+    schema: dict[str, Any], suffix: str, types: set[str], members: set[str]
+) -> dict[str, Any]:
+    """The schema with ``suffix`` appended to every type, field, tag and enum member name
+    (and to the members that defaults name)."""
     pattern = re.compile(r"\b(" + "|".join(sorted(types, key=len, reverse=True)) + r")\b")
 
     def retype(spec: Any) -> Any:
         if isinstance(spec, str):
             return pattern.sub(lambda m: m[1] + suffix, spec)
         if isinstance(spec, dict) and "type" in spec:
+            default = spec.get("default")
+            if isinstance(default, str) and default in members:
+                spec = {**spec, "default": default + suffix.upper()}
             return {**spec, "type": retype(spec["type"])}
         return spec
 
@@ -123,22 +131,27 @@ def _lengthen(schema: dict[str, Any], suffix: str, types: set[str]) -> dict[str,
             ]
         if "mapping" in definition:
             definition["mapping"] = {k: retype(v) for k, v in definition["mapping"].items()}
+        if "enum" in definition:
+            definition["enum"] = {m + suffix.upper(): v for m, v in definition["enum"].items()}
         renamed[name + suffix] = definition
     return {**schema, "types": renamed}
 
 
 def write_long_named(folder: Path, length: int) -> Path:
-    """tests/schemas' common and features schemas with every name ``length`` longer."""
+    """tests/schemas' common, features and enums schemas with every name ``length`` longer."""
     suffix = "_" + "Long" * (length // 4)
     loaded = {
         n: yaml.safe_load((ROOT / "tests/schemas" / n).read_text())
-        for n in ("common.yaml", "features.yaml")
+        for n in ("common.yaml", "features.yaml", "enums.yaml")
     }
     types = {t for schema in loaded.values() for t in schema["types"]}
+    members = {
+        m for schema in loaded.values() for t in schema["types"].values() for m in t.get("enum", ())
+    }
     schemas = folder / "schemas"
     schemas.mkdir(parents=True)
     for name, schema in loaded.items():
-        text = yaml.safe_dump(_lengthen(schema, suffix, types), sort_keys=False)
+        text = yaml.safe_dump(_lengthen(schema, suffix, types, members), sort_keys=False)
         (schemas / name).write_text(text)
     return schemas
 
@@ -161,6 +174,7 @@ def test_rustfmt_finds_nothing_to_change_with_long_names(tmp_path: Path, length:
     module = files["features.rs"]
     if length >= 24:  # long enough that some lines break
         assert re.search(r": s\n +\.field", module) or "\n    for " in module
+        assert "const MEMBERS: &'static [Self] = &[\n" in files["enums.rs"]
     result = rustfmt_check([tmp_path / name for name in files])
     assert result.returncode == 0, result.stdout[:4000] + result.stderr
 
@@ -239,8 +253,9 @@ OPEN, CLOSE = "\u27e6", "\u27e7"  # ⟦ ⟧: characters no template or name uses
 
 
 def _hostile_schema(text: str) -> dict[str, Any]:
-    """``text`` in every slot that takes text: docs of the schema, of a struct, a field
-    and a union, a str default, a bytes default, a pattern, str union tags."""
+    """``text`` in every slot that takes text: docs of the schema, of a struct, a field,
+    a union, an enum and a member, a str default, a bytes default, a pattern, str union
+    tags, str enum values."""
     return {
         "schema": "hostile",
         "version": 1,
@@ -259,6 +274,8 @@ def _hostile_schema(text: str) -> dict[str, Any]:
                 },
             },
             "B": {"struct": {"x": "int"}},
+            "E": {"doc": text, "enum": {"A": {"value": text, "doc": text}, "B": text + "!"}},
+            "N": {"doc": text, "enum": {"A": {"value": 1, "doc": text}}},
             "U": {
                 "doc": text,
                 "union": [{"tag": text, "type": "A"}, {"tag": text + "!", "type": "B"}],
@@ -331,6 +348,10 @@ AWKWARD = {
         "Tensor": {"struct": {"match": "tensor", "data": "optional[Option]"}},
         "Self": {"union": [{"tag": 0, "type": "Option"}, {"tag": 1, "type": "Tensor"}]},
         "u8": {"mapping": {"key": "str", "value": "Self"}},
+        "Segment": {
+            "enum": {"IMAGE": "i", "Image": "j", "SELF": "s", "HTTPServer": "h", "rgb8": "r"}
+        },
+        "Uses": {"struct": {"kind": {"type": "Segment", "default": "Image"}}},
     },
 }
 
@@ -352,6 +373,11 @@ def test_names_rust_cannot_spell_or_that_shadow_are_renamed(tmp_path: Path) -> N
         "pub struct u8_<'a>(pub IndexMap<String, Arc<Self_<'a>>>);",
         'const NAME: &\'static str = "Option";',  # the wire keeps the schema's names
         '0 => "type",',
+        # Enum members in UpperCamelCase; two that would meet, or Self, take their position.
+        'pub enum Segment_ {\n    /// `"i"`.\n    Image0,\n    /// `"j"`.\n    Image1,\n'
+        '    /// `"s"`.\n    Self2,\n    /// `"h"`.\n    HttpServer,\n    /// `"r"`.\n    Rgb8,\n}',
+        'Self::Image1 => "j",',
+        "kind: Segment_::Image1,",  # the default names the member
     ):
         assert declaration in module, declaration
 

@@ -5,4 +5,4 @@
 #[path = "../../../tests/golden_rust/mod.rs"]
 pub mod generated;
 
-pub use generated::{bound, common, features};
+pub use generated::{bound, common, enums, features};

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 
 use crate::constraints::{Bounds, Checked};
-use crate::error::{DecodeError, Segment};
+use crate::enums::{read_int_enum, read_str_enum, IntEnum, StrEnum};
+use crate::error::{python_bytes_repr, python_float_repr, python_repr, DecodeError, Segment};
 use crate::limits::Limits;
 use crate::msgpack::{expected, Kind, Reader};
 use crate::runs::TensorTable;
@@ -257,6 +258,16 @@ impl<'a, 'm, C> Decoder<'a, 'm, C> {
         i64::try_from(tag)
             .map(Tag::Int)
             .map_err(|_| DecodeError::new(format!("Invalid value {tag}")))
+    }
+
+    /// A member of an int enum of the schema.
+    pub fn read_int_enum<T: IntEnum>(&mut self) -> Result<T, DecodeError> {
+        read_int_enum(&mut self.reader)
+    }
+
+    /// A member of a str enum of the schema.
+    pub fn read_str_enum<T: StrEnum>(&mut self) -> Result<T, DecodeError> {
+        read_str_enum(&mut self.reader)
     }
 
     /// A union at the root of a message, where nothing came before to refer back to.
@@ -538,38 +549,52 @@ impl<'a, C, T: Decode<'a, C>> Decode<'a, C> for Vec<T> {
     }
 }
 
-/// A mapping key type (`str` or `int`).
+/// A mapping key type (`str`, `int` or an enum): read and written as any value of its
+/// type is, named in paths as Python's `repr` names the key.
 pub trait MapKey: Sized + std::hash::Hash + Eq {
-    fn read_key(r: &mut Reader<'_>) -> Result<Self, DecodeError>;
     /// The path segment of the entry this key names.
     fn segment(&self) -> Segment;
 }
 
 impl MapKey for String {
-    fn read_key(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        r.str().map(str::to_owned)
-    }
-
     fn segment(&self) -> Segment {
         Segment::str_key(self)
     }
 }
 
 impl MapKey for i64 {
-    fn read_key(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let value = r.int()?;
-        i64::try_from(value)
-            .map_err(|_| DecodeError::new(format!("Expected `int` <= {}", i64::MAX)))
-    }
-
     fn segment(&self) -> Segment {
         Segment::int_key(*self)
     }
 }
 
+/// A key as Python's `repr` shows the key a receiver refused (`'music'`, `7`, `None`),
+/// when it is a value Python can key a dict with; the reader is left where it was.
+fn key_shown(r: &Reader<'_>) -> Option<String> {
+    let mut r = r.clone();
+    match r.peek_kind().ok()? {
+        Kind::Str => r.str().ok().map(python_repr),
+        Kind::Int => r.int().ok().map(|i| i.to_string()),
+        Kind::Bool => Some(if r.bool().ok()? { "True" } else { "False" }.to_string()),
+        Kind::Nil => Some("None".to_string()),
+        Kind::Float => r.float().ok().map(python_float_repr),
+        Kind::Bin => r.bin().ok().map(python_bytes_repr),
+        _ => None,
+    }
+}
+
+/// A refused key's error: at the key itself when Python could name it, else at `key`.
+fn key_error(e: DecodeError, shown: Option<String>) -> DecodeError {
+    match shown {
+        Some(shown) => DecodeError::new(e.message()).at(Segment::KeyItself(shown)),
+        None => DecodeError::new(format!("{} - at `key`", e.message())),
+    }
+}
+
 /// Schema `dict[K, V]` and mapping types: entries in the sender's order; a repeated key
 /// keeps its first position and its last value, as a Python dict built from them does.
-impl<'a, C, K: MapKey, V: Decode<'a, C>> Decode<'a, C> for IndexMap<K, V> {
+/// A refused key is named as the Python side names it: `$.table['music'] (key)`.
+impl<'a, C, K: MapKey + Decode<'a, C>, V: Decode<'a, C>> Decode<'a, C> for IndexMap<K, V> {
     const EXPECTED: &'static str = "object";
 
     fn read(d: &mut Decoder<'a, '_, C>) -> Result<Self, DecodeError> {
@@ -577,8 +602,8 @@ impl<'a, C, K: MapKey, V: Decode<'a, C>> Decode<'a, C> for IndexMap<K, V> {
         d.check_count(n)?;
         let mut entries = IndexMap::with_capacity(n); // two header bytes per entry at least
         for _ in 0..n {
-            let key = K::read_key(&mut d.reader)
-                .map_err(|e| DecodeError::new(format!("{} - at `key`", e.message())))?;
+            let shown = key_shown(&d.reader);
+            let key = K::read(d).map_err(|e| key_error(e, shown))?;
             let value = V::read(d).map_err(|e| e.at(key.segment()))?;
             entries.insert(key, value);
         }

@@ -15,9 +15,10 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 
 use crate::constraints::{Bounds, Checked};
-use crate::decode::{StructFields, Tag};
+use crate::decode::{MapKey, StructFields, Tag};
 use crate::dtype::Dtype;
-use crate::error::{python_repr, EncodeError, Segment};
+use crate::enums::{write_int_enum, write_str_enum, IntEnum, StrEnum};
+use crate::error::{EncodeError, Segment};
 use crate::limits::Limits;
 use crate::msgpack::write;
 use crate::tensor::{NestedTensors, Slice, Tensor};
@@ -172,6 +173,18 @@ impl<'a> Encoder<'a> {
         value.write(self)
     }
 
+    /// A member of an int enum of the schema, written as its value.
+    pub fn write_int_enum<T: IntEnum>(&mut self, member: T) -> Result<(), EncodeError> {
+        write_int_enum(&mut self.out, member);
+        Ok(())
+    }
+
+    /// A member of a str enum of the schema, written as its value.
+    pub fn write_str_enum<T: StrEnum>(&mut self, member: T) -> Result<(), EncodeError> {
+        write_str_enum(&mut self.out, member);
+        Ok(())
+    }
+
     /// The reference number of `tensor` in this message (the same for the same tensor),
     /// failing as the receiver's decoder would.
     pub fn tensor(&mut self, tensor: &Tensor<'a>) -> Result<u64, EncodeError> {
@@ -319,38 +332,13 @@ impl<'a, T: Encode<'a>> Encode<'a> for Vec<T> {
     }
 }
 
-/// A mapping key type, written.
-pub trait MapKeyEncode {
-    fn write_key(&self, out: &mut Vec<u8>);
-    fn segment(&self) -> Segment;
-}
-
-impl MapKeyEncode for String {
-    fn write_key(&self, out: &mut Vec<u8>) {
-        write::str(out, self);
-    }
-
-    fn segment(&self) -> Segment {
-        Segment::Key(python_repr(self))
-    }
-}
-
-impl MapKeyEncode for i64 {
-    fn write_key(&self, out: &mut Vec<u8>) {
-        write::int(out, *self);
-    }
-
-    fn segment(&self) -> Segment {
-        Segment::int_key(*self)
-    }
-}
-
-impl<'a, K: MapKeyEncode, V: Encode<'a>> Encode<'a> for IndexMap<K, V> {
+/// Schema `dict[K, V]` and mapping types, in the map's order.
+impl<'a, K: MapKey + Encode<'a>, V: Encode<'a>> Encode<'a> for IndexMap<K, V> {
     fn write(&self, e: &mut Encoder<'a>) -> Result<(), EncodeError> {
         e.check_count(self.len())?;
         write::map(&mut e.out, self.len());
         for (key, value) in self {
-            key.write_key(&mut e.out);
+            key.write(e)?; // a str, an int or an enum member: nothing to refuse
             value.write(e).map_err(|err| err.at(key.segment()))?;
         }
         Ok(())

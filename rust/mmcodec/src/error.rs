@@ -174,6 +174,72 @@ pub fn python_repr(text: &str) -> String {
     out
 }
 
+/// `value` as Python's `repr(float)` writes it: the shortest digits that read back as the
+/// same float, positional for exponents -4 to 15 (`0.0001`, `1e+16`), `inf`, `nan`.
+pub fn python_float_repr(value: f64) -> String {
+    if value.is_nan() {
+        return "nan".into();
+    }
+    if value.is_infinite() {
+        return if value > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let scientific = format!("{value:e}"); // shortest round-trip digits: "-1.25e-7"
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i64 = exponent.parse().unwrap_or(0);
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    if (-4..16).contains(&exponent) {
+        let point = exponent + 1; // digits before the point
+        let whole = usize::try_from(point).unwrap_or(0);
+        if point <= 0 {
+            format!("{sign}0.{}{digits}", "0".repeat((-point) as usize))
+        } else if whole >= digits.len() {
+            format!("{sign}{digits}{}.0", "0".repeat(whole - digits.len()))
+        } else {
+            format!("{sign}{}.{}", &digits[..whole], &digits[whole..])
+        }
+    } else {
+        let (first, rest) = digits.split_at(1.min(digits.len()));
+        let point = if rest.is_empty() { "" } else { "." };
+        let exponent_sign = if exponent < 0 { '-' } else { '+' };
+        format!(
+            "{sign}{first}{point}{rest}e{exponent_sign}{:02}",
+            exponent.unsigned_abs()
+        )
+    }
+}
+
+/// `data` as Python's `repr(bytes)` writes it (`b'a\x00'`).
+pub fn python_bytes_repr(data: &[u8]) -> String {
+    let quote = if data.contains(&b'\'') && !data.contains(&b'"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(data.len() + 3);
+    out.push('b');
+    out.push(quote);
+    for &byte in data {
+        match byte {
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            b if char::from(b) == quote => {
+                out.push('\\');
+                out.push(quote);
+            }
+            0x20..=0x7e => out.push(char::from(byte)),
+            _ => out.push_str(&format!("\\x{byte:02x}")),
+        }
+    }
+    out.push(quote);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +257,36 @@ mod tests {
             "$['image'][0]['pixel_values'].data: frame 7 out of range (3 frames)"
         );
         assert_eq!(DecodeError::new("x").path(), "$");
+    }
+
+    #[test]
+    fn floats_and_bytes_are_written_as_python_writes_them() {
+        let floats = [
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+            (1.5, "1.5"),
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (1.25e-7, "1.25e-07"),
+            (1e15, "1000000000000000.0"),
+            (1e16, "1e+16"),
+            (-1.5e300, "-1.5e+300"),
+            (123456.789, "123456.789"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (5e-324, "5e-324"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (f64::NAN, "nan"),
+        ];
+        for (value, python) in floats {
+            assert_eq!(python_float_repr(value), python, "{value:e}");
+        }
+        assert_eq!(python_bytes_repr(b""), "b''");
+        assert_eq!(python_bytes_repr(b"a\x00\xff\\\n"), "b'a\\x00\\xff\\\\\\n'");
+        assert_eq!(python_bytes_repr(b"it's"), "b\"it's\"");
+        assert_eq!(python_bytes_repr(b"'\""), "b'\\'\"'");
     }
 
     #[test]

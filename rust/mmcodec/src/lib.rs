@@ -20,6 +20,7 @@ pub mod constraints;
 pub mod decode;
 pub mod dtype;
 pub mod encode;
+pub mod enums;
 pub mod error;
 pub mod framing;
 pub mod limits;
@@ -33,6 +34,7 @@ pub use codec::{
     EncodeOptions, Frames, Message, MAGIC, WIRE_VERSION,
 };
 pub use dtype::Dtype;
+pub use enums::{IntEnum, StrEnum};
 pub use error::{DecodeError, EncodeError};
 pub use indexmap::{self, IndexMap};
 pub use limits::Limits;
@@ -48,10 +50,11 @@ pub mod prelude {
     pub use crate::codec::Message;
     pub use crate::constraints::{Bounds, Num};
     pub use crate::decode::{
-        Decode, Decoder, Fields, Fresh, Shared, Struct, StructFields, Tag, Union, Variant,
+        Decode, Decoder, Fields, Fresh, MapKey, Shared, Struct, StructFields, Tag, Union, Variant,
     };
     pub use crate::encode::{Encode, Encoder, FieldWriter, RefForm, SharedEncode, StructEncode};
-    pub use crate::error::{DecodeError, EncodeError};
+    pub use crate::enums::{IntEnum, StrEnum};
+    pub use crate::error::{DecodeError, EncodeError, Segment};
     pub use crate::tensor::{NestedTensors, Slice, Tensor};
     pub use indexmap::IndexMap;
 }

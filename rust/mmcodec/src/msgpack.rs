@@ -28,10 +28,11 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// msgspec's name of the kind (a map is an `object`).
+    /// msgspec's name of the kind as its msgpack decoder words it (a map is an `object`,
+    /// nil is `None`).
     pub fn name(self) -> &'static str {
         match self {
-            Kind::Nil => "null",
+            Kind::Nil => "None",
             Kind::Bool => "bool",
             Kind::Int => "int",
             Kind::Float => "float",

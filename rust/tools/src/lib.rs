@@ -167,7 +167,7 @@ impl Describer<'_> {
 #[macro_export]
 macro_rules! with_type {
     ($name:expr, $T:ident => $body:expr) => {{
-        use mmcodec_golden::{bound, common, features};
+        use mmcodec_golden::{bound, common, enums, features};
         use mmcodec_multimodal as mm;
         match $name {
             "multimodal.BatchedField" => {
@@ -328,6 +328,34 @@ macro_rules! with_type {
             }
             "features.Drawing" => {
                 type $T<'a> = features::Drawing;
+                $body
+            }
+            "common.Unit" => {
+                type $T<'a> = common::Unit;
+                $body
+            }
+            "enums.Modality" => {
+                type $T<'a> = enums::Modality;
+                $body
+            }
+            "enums.Level" => {
+                type $T<'a> = enums::Level;
+                $body
+            }
+            "enums.Priority" => {
+                type $T<'a> = enums::Priority;
+                $body
+            }
+            "enums.Item" => {
+                type $T<'a> = enums::Item;
+                $body
+            }
+            "enums.Setting" => {
+                type $T<'a> = enums::Setting;
+                $body
+            }
+            "enums.LevelNames" => {
+                type $T<'a> = enums::LevelNames;
                 $body
             }
             other => Err(format!("no root type {other}")),

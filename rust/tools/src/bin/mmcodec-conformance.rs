@@ -4,6 +4,7 @@
 //! mmcodec-conformance describe TYPE FILE       decode a capture file, print its value as JSON
 //! mmcodec-conformance reencode TYPE IN OUT     decode IN, encode the value again into OUT
 //! mmcodec-conformance build INPUTS OUT         build items from a batch (gateway-style), encode
+//! mmcodec-conformance enums FOLDER             build the enum cases, one capture file each
 //! mmcodec-conformance replay MANIFEST          decode every case a manifest lists, print results
 //! mmcodec-conformance dtypes                   the dtype table, one `name itemsize` a line
 //! ```
@@ -193,6 +194,56 @@ fn build(inputs: &[u8]) -> Result<Vec<u8>, String> {
     mmcodec::encode_bytes(&items).map_err(|e| e.to_string())
 }
 
+/// The values of the enum cases of `tests/codegen/test_enums.py` (`CASES`), built in Rust
+/// from the generated types and written as capture files `FOLDER/<case>.mmcb`, for Python
+/// to decode and compare with the values it builds.
+fn enum_cases(folder: &str) -> Result<(), String> {
+    use mmcodec_golden::common::Unit;
+    use mmcodec_golden::enums::{Item, Level, LevelNames, Modality, Priority, Setting};
+
+    let item = Item {
+        modality: Modality::Audio,
+        levels: vec![Level::Low, Level::Unset],
+        by_modality: IndexMap::from_iter([(Modality::Video, 2), (Modality::Image, 1)]),
+        pair: (Modality::Image, Level::High),
+        priorities: vec![Priority::High, Priority::Low],
+        maybe: None,
+        mode: Modality::Image, // the schema's defaults, written out
+        urgent: Some(Priority::High),
+        unit: Unit::Pixel,
+    };
+    let changed = Item {
+        maybe: Some(Level::High),
+        mode: Modality::Video,
+        urgent: None,
+        ..item.clone()
+    };
+    let names = IndexMap::from_iter([(Level::Unset, "unset".into()), (Level::Low, "low".into())]);
+    let cases = [
+        ("item", mmcodec::encode_bytes(&changed)),
+        ("item-defaults", mmcodec::encode_bytes(&item)),
+        ("str-enum-root", mmcodec::encode_bytes(&Modality::Video)),
+        ("int-enum-root", mmcodec::encode_bytes(&Level::Unset)),
+        ("bound-enum-root", mmcodec::encode_bytes(&Priority::Low)),
+        (
+            "setting-level",
+            mmcodec::encode_bytes(&Setting::Level(Level::High)),
+        ),
+        ("setting-int", mmcodec::encode_bytes(&Setting::Int(10))),
+        (
+            "setting-modality",
+            mmcodec::encode_bytes(&Setting::Modality(Modality::Image)),
+        ),
+        ("mapping", mmcodec::encode_bytes(&LevelNames(names))),
+    ];
+    for (case, encoded) in cases {
+        let path = format!("{folder}/{case}.mmcb");
+        fs::write(&path, encoded.map_err(|e| e.to_string())?)
+            .map_err(|e| format!("{path}: {e}"))?;
+    }
+    Ok(())
+}
+
 fn run(args: &[String]) -> Result<(), String> {
     let read = |path: &str| fs::read(path).map_err(|e| format!("{path}: {e}"));
     match args {
@@ -214,6 +265,7 @@ fn run(args: &[String]) -> Result<(), String> {
             fs::write(output, build(&read(input)?)?).map_err(|e| format!("{output}: {e}"))?;
         }
         [command, manifest] if command == "replay" => replay(manifest)?,
+        [command, folder] if command == "enums" => enum_cases(folder)?,
         [command] if command == "dtypes" => {
             for dtype in Dtype::ALL {
                 println!("{} {}", dtype.name(), dtype.itemsize());
