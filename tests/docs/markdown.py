@@ -29,7 +29,8 @@ _HTML_ANCHOR = re.compile(r"<a\s+(?:id|name)=\"(?P<anchor>[^\"]+)\"")
 
 @dataclass(frozen=True)
 class Block:
-    """A fenced code block: ``lang`` is its info string's first word."""
+    """A fenced code block: ``lang`` is its info string's first word, up to a comma
+    (``rust,ignore`` is ``rust``: rustdoc's attributes follow it)."""
 
     page: Path
     line: int
@@ -83,7 +84,7 @@ def blocks(page: Path) -> list[Block]:
             body.append(line[indent:] if line[:indent].strip() == "" else line)
             index += 1
         code = "".join(line + "\n" for line in body)
-        lang = (opening["info"].split() or [""])[0]
+        lang = (opening["info"].split() or [""])[0].split(",")[0]
         found.append(Block(page, start, lang, code, marker["path"] if marker else None, indent))
         index += 1  # the closing fence
     return found

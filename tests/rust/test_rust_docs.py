@@ -25,7 +25,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 def test_the_guides_worked_example_builds_and_runs(tmp_path: Path) -> None:
     files = {m["path"]: m["code"] for m in _BLOCK.finditer(DOC.read_text(encoding="utf-8"))}
-    assert sorted(files) == ["Cargo.toml", "schema/detections.yaml", "src/main.rs"]
+    assert sorted(files) == [
+        "Cargo.toml",
+        "schema/detections.yaml",
+        "schema/shapes.yaml",  # the guide's first schema, with an enum, built here too
+        "src/main.rs",
+    ]
     for path, code in files.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(code, encoding="utf-8")
