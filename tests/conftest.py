@@ -58,6 +58,12 @@ SLOW_TESTS = {
         "a mapping of a million entries"
     ),
     "transport/test_zmq.py::test_importing_the_codec_does_not_import_zmq": "an interpreter",
+    "security/test_nesting.py::test_deep_nesting_is_refused_under_a_raised_recursion_limit": (
+        "an interpreter decoding 5 MB headers fourteen times"
+    ),
+    "security/test_nesting.py::test_the_safe_depth_decodes_normally_in_a_raised_limit_process": (
+        "an interpreter"
+    ),
 }
 """Single slow tests (all their parametrisations), and why."""
 

@@ -18,6 +18,7 @@ import msgspec
 from mmcodec.runtime import framing
 from mmcodec.runtime.errors import DecodeError, EncodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
+from mmcodec.runtime.nesting import refuse_deep_nesting
 from mmcodec.runtime.paths import (
     Key,
     counts_elements,
@@ -273,6 +274,7 @@ class SchemaCodec:
         limits: Limits,
     ) -> Any:
         header = views[0]
+        refuse_deep_nesting(header)  # before msgspec recurses, whatever the recursion limit
         try:
             # Checks the message's identity too (typed_envelope): no _check_head here.
             envelope = envelope_decoder.decode(header)

@@ -48,6 +48,7 @@ from mmcodec.runtime.inspect_body import (
 from mmcodec.runtime.inspect_text import render_text
 from mmcodec.runtime.inspect_values import first_values
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
+from mmcodec.runtime.nesting import refuse_deep_nesting
 from mmcodec.runtime.wire import Envelope, EnvelopeHead, TensorRun, check_format
 
 if TYPE_CHECKING:
@@ -179,6 +180,7 @@ def _describe(
 
 def _envelope(header: memoryview) -> Envelope:
     """The envelope with its body left raw; the codec's messages for a bad one."""
+    refuse_deep_nesting(header)
     try:
         head = _HEAD.decode(header)
     except (msgspec.DecodeError, UnicodeDecodeError) as e:

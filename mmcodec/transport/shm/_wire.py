@@ -8,6 +8,7 @@ import msgspec
 
 from mmcodec.runtime.errors import DecodeError
 from mmcodec.runtime.limits import Limits
+from mmcodec.runtime.nesting import refuse_deep_nesting
 
 __all__ = [
     "CONTROL_VERSION",
@@ -85,8 +86,10 @@ def parse_control(control: memoryview, limits: Limits) -> ShmControl:
             f"control part of {body.nbytes} bytes exceeds the limit of {limits.max_header_bytes}"
         )
     # A control part is three levels deep; msgspec's recursion limit (RecursionError) stops
-    # deeper input in C, after work proportional to the bytes read.
+    # deeper input in C, after work proportional to the bytes read, and refuse_deep_nesting
+    # in a process that raised that limit beyond what a stack holds.
     try:
+        refuse_deep_nesting(body)
         head = _HEAD_DECODER.decode(body)
     except (msgspec.DecodeError, RecursionError) as e:
         raise DecodeError(f"malformed shared memory control part ({_reason(e)})") from None
