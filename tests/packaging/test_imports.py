@@ -39,6 +39,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for version in ("old", "schema"):
         (root / version).mkdir()
         (root / version / "points.yaml").write_text(SCHEMA, encoding="utf-8")
+    # The output `check` compares with, whichever case runs first (the order is random).
+    generated = _python(RUN_CLI, "generate", "--out", "points_codec", cwd=root)
+    assert json.loads(generated.stdout)[0] == 0, generated.stderr
     return root
 
 
