@@ -22,7 +22,15 @@ def first_values(
     ``[re, im]`` pairs for complex dtypes. The caller checked that the payload fits."""
     import numpy as np
 
-    count = min(n, numel)
+    # A signalling NaN (any payload may hold one) raises the invalid flag when it is widened
+    # to float64: numpy warns, and warnings are errors for some callers. It shows as "nan".
+    with np.errstate(invalid="ignore"):
+        return _first_values(np, dtype, buffer, offset, min(n, numel))
+
+
+def _first_values(
+    np: Any, dtype: WireDtype, buffer: memoryview, offset: int, count: int
+) -> list[Any]:
     name = dtype.name
     if name == "complex32":  # two float16s per value
         halves = np.frombuffer(buffer, np.float16, 2 * count, offset).astype(np.float64)

@@ -234,3 +234,20 @@ def test_the_console_script_imports_module_from_the_working_directory(tmp_path: 
     assert shown.stdout.endswith(
         "body:\n  Stroke\n    .points: tensor 0: float32[1, 2]\n    .width: 1.5\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "payload", "expected"),
+    [
+        # Signalling NaNs: widening one to float64 raises numpy's invalid flag, a warning that
+        # filterwarnings = error made an exception (hypothesis found it in a random run).
+        ("float32", b"\x01\x00\x80\x7f", ["nan"]),
+        ("float16", b"\x01\x7c", ["nan"]),
+        ("complex64", b"\x01\x00\x80\x7f\x00\x00\x80\x3f", [["nan", 1.0]]),
+        ("float64", b"\x01\x00\x00\x00\x00\x00\xf0\x7f", ["nan"]),
+    ],
+)
+def test_signalling_nans_show_as_nan_without_a_warning(
+    name: str, payload: bytes, expected: list[Any]
+) -> None:
+    assert first_values(WIRE_DTYPES[name], memoryview(payload), 0, 1, 1) == expected
