@@ -17,24 +17,26 @@ strict ``==``. At random intervals the orchestrator SIGKILLs a random mortal pro
 starts it again (every sender but ``ipc``'s, every reader but each cell's reader 0, which
 stay up so their memory can be followed over the whole run).
 
-Every worker reports each half second: messages sent / verified / mismatched / rejected
-(a ``DecodeError``: a message whose sender died, whose segment was swept, or whose frame
-was revoked; expected around kills, never a wrong value), its resident memory without
-mapped shared memory (``RssAnon + RssFile`` of ``/proc/self/status``: the shared pages a
-reader has touched are the sender's, and counted there), and, for senders, the pool's
-occupancy. The run fails (exit status 1) when any value was wrong, a worker died of
-anything but our SIGKILL, a cell verified nothing, a process that lived through the run
-grew by more than 10 % after the warm-up (the lowest sample of its last minute against that
-of its first: a full receive queue is not growth), or a segment of the run is left: held (mapped,
-or open) at the end by a process of the run although its sender is dead, or a file of
-that name in ``/dev/shm``. Segments are memfds, freed by the kernel with the last process
-that holds one; so once every worker has exited, none can be left at all.
+Every worker reports each half second: messages sent / verified / mismatched / rejected (a
+``DecodeError``: a message whose sender died, whose segment was swept, or whose frame was
+revoked; expected around kills, never a wrong value), its resident memory without mapped
+shared memory (``RssAnon + RssFile`` of ``/proc/self/status``: the shared pages a reader has
+touched are the sender's, and counted there; read after ``malloc_trim(0)``, see
+:func:`_memory`), and, for senders, the pool's occupancy. The run fails (exit status 1) when
+any value was wrong, a worker died of anything but our SIGKILL, a cell verified nothing, a
+process that lived through the run grew by more than 10 % after the warm-up (the lowest
+sample of its last minute against that of its first: a full receive queue is not growth), or
+a segment of the run is left: held (mapped, or open) at the end by a process of the run
+although its sender is dead, or a file of that name in ``/dev/shm``. Segments are memfds,
+freed by the kernel with the last process that holds one; so once every worker has exited,
+none can be left at all.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import os
 import random
 import re
@@ -88,15 +90,35 @@ def _floors(samples: Sequence[int], warmup: float) -> tuple[int, int]:
     return min(steady[:window]), min(steady[-window:])
 
 
-def _memory() -> int:
-    """Resident bytes without shared memory: RssAnon + RssFile."""
+_MALLOC_TRIM: Final = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's; None elsewhere
+
+
+def _resident() -> tuple[int, int]:
+    """RssAnon and RssFile of this process, in bytes."""
     fields = {}
     with open("/proc/self/status") as status:
         for line in status:
             if line.startswith(("RssAnon:", "RssFile:")):
                 name, value, _ = line.split()
                 fields[name] = int(value) * 1024
-    return sum(fields.values())
+    return fields["RssAnon:"], fields["RssFile:"]
+
+
+def _memory() -> list[int]:
+    """Resident bytes without shared memory: [RssAnon, RssFile], read once glibc's malloc
+    has given its free pages back to the system (``malloc_trim(0)``).
+
+    Received ZMQ messages (up to 12 MB each, allocated by libzmq's I/O thread, freed with
+    the tensors decoded from them) come from malloc's arenas once glibc's dynamic mmap
+    threshold has risen past their size, and glibc keeps most of what they free: a reader
+    fed mostly through ZMQ (the ``ipc`` cell; the fan-out cell while its pool is full) saw
+    its arenas grow by 46-62 MB in 10 minutes with the bytes in use flat (``mallinfo2``).
+    The trim returns only free pages: everything still allocated counts as before, by
+    Python, torch or libzmq, and so does any page that a live allocation keeps.
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+    return list(_resident())
 
 
 def _segments_held(pid: int) -> set[str]:
@@ -352,7 +374,7 @@ class Soak:
             self.collect(min(end, next_kill, next_memory))
             now = time.monotonic()
             if now >= next_memory:
-                self.own_memory.append(_memory())
+                self.own_memory.append(sum(_memory()))
                 next_memory = now + 5
             if now >= next_kill:
                 next_kill = now + self.rng.uniform(*KILL_EVERY_S)
@@ -466,21 +488,25 @@ class Soak:
                 if problem.startswith("wrong"):
                     failures.append(f"{instance.cell} {instance.role}: {problem}")
         print(
-            "resident memory without shared memory, MB (lowest in the first and the last "
-            f"{WINDOW_S:.0f} s after warm-up):",
+            "resident memory without shared memory after malloc_trim, MB (lowest in the first "
+            f"and the last {WINDOW_S:.0f} s after warm-up):",
             file=out,
         )
         for instance in self.instances:
             if instance.killed or not instance.reports:
                 continue
-            start, end = _floors(
-                [r["memory"] for r in instance.reports if r["memory"]], self.warmup
-            )
+            samples = [r["memory"] for r in instance.reports if sum(r["memory"])]
+            totals = [sum(sample) for sample in samples]
+            start, end = _floors(totals, self.warmup)
+            split = dict(zip(totals, samples, strict=True))
             growth = (end - start) / start
             verdict = "ok" if growth <= GROWTH else "GREW"
+            (anon_start, file_start), (anon_end, file_end) = split[start], split[end]
             print(
                 f"  {instance.cell:<5} {instance.role:<8} pid {instance.process.pid:<8} "
-                f"{start / 1e6:8.1f} -> {end / 1e6:8.1f} ({growth:+.1%}) {verdict}",
+                f"{start / 1e6:8.1f} -> {end / 1e6:8.1f} ({growth:+.1%}) {verdict}  "
+                f"(anon {anon_start / 1e6:.1f} -> {anon_end / 1e6:.1f}, "
+                f"file {file_start / 1e6:.1f} -> {file_end / 1e6:.1f})",
                 file=out,
             )
             if growth > GROWTH:
