@@ -1,7 +1,8 @@
 """``python -m bench`` (``make bench``): every method side by side, tables, targets, a plot.
 
 Runs, in one process run: memcpy bandwidth; in-process round trips, encode and decode of
-every payload with mmcodec and every baseline; the inline-threshold sweep; decode and
+every payload with mmcodec and every baseline; mmcodec against the floor (``bench.floor``:
+what any codec must do) on the floor payloads; the inline-threshold sweep; decode and
 encode of every payload by the Rust runtime beside Python's (``bench/rust.py``); cross-process
 send -> decoded and throughput over ZMQ ``ipc://`` with a receiver process, for every
 method and for "mmcodec shm" (large frames through a shared-memory pool). Prints the
@@ -28,6 +29,7 @@ import zmq
 
 from bench import report
 from bench.crossprocess import SHM_METHOD, WINDOW, Receiver, shm_pool_bytes
+from bench.floor import FLOOR_PAYLOADS, measure_floor
 from bench.inprocess import (
     SYNTHETIC,
     Skipped,
@@ -40,7 +42,9 @@ from bench.inprocess import (
 )
 from bench.runner import METHODS, Budget, Mmcodec
 from bench.rust import run_rust
+from mmcodec.domain import multimodal as domain
 from mmcodec.domain.multimodal import MultiModalKwargsItems
+from mmcodec.generated import multimodal as mm
 from mmcodec.payloads import PAYLOADS, iter_tensors, tensor_bytes
 
 RAGGED: Final = "64 ragged tensors"
@@ -174,6 +178,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if report.SMALL in payloads:
         results.touch = measure_touch(payloads[report.SMALL], budget)
+    for name in FLOOR_PAYLOADS:
+        if name in payloads:
+            progress(f"floor: {name}")
+            results.floor.append(
+                measure_floor(name, payloads[name], domain, mm.encode, _decode_items, budget)
+            )
     # The sweep adds its own payload, of separately allocated tensors, to "64 small items".
     sweep_source = {**payloads, RAGGED: ragged_tensors(args.seed)}
     sweep_payloads: dict[str, MultiModalKwargsItems] = {
@@ -204,6 +214,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\ncProfile, mmcodec round trip on {report.SMALL}, 200 calls:")
         print(profile_roundtrip(payloads[report.SMALL]))
     return 0
+
+
+def _decode_items(frames: list[memoryview]) -> MultiModalKwargsItems:
+    return mm.decode(frames, MultiModalKwargsItems)
 
 
 def _cross(

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from bench.crossprocess import MMCODEC_SHM, CrossResult
+from bench.floor import STEPS, FloorResult
 from bench.inprocess import InProcessResult, Skipped, SweepResult
 from bench.runner import MMCODEC, Stats
 from bench.rust import RustRow
 
 __all__ = [
+    "FLOOR_TARGETS",
     "PayloadInfo",
     "Results",
     "Target",
@@ -62,6 +64,8 @@ class Results:
     sweep_cross: list[CrossResult] = field(default_factory=list)
     rust: list[RustRow] = field(default_factory=list)
     """Decode and encode of each payload in Rust and in Python (bench/rust.py)."""
+    floor: list[FloorResult] = field(default_factory=list)
+    """mmcodec against the floor (:mod:`bench.floor`), side by side, per floor payload."""
     seconds: float = 0.0
 
     def find(self, payload: str, method: str) -> InProcessResult | None:
@@ -244,6 +248,33 @@ def summary_table(results: Results) -> Table:
         "Round trip (touched), mmcodec and baseline ÷ mmcodec",
         ["payload", "mmcodec", *baselines],
         rows,
+    )
+
+
+def floor_table(floors: Sequence[FloorResult], codec: str = MMCODEC) -> Table:
+    """``codec`` against the floor, step by step: times and the ratio by median and by p10."""
+    rows = [
+        [
+            r.payload,
+            step,
+            fmt_stats(r.codec[step]),
+            fmt_stats(r.floor[step]),
+            fmt_ratio(r.ratio(step)),
+            fmt_ratio(r.ratio(step, "p10")),
+        ]
+        for r in floors
+        for step in STEPS
+    ]
+    return Table(
+        f"{codec} against the floor (what any codec must do; bench/floor.py), side by side",
+        ["payload", "step", codec, "floor", "x (median)", "x (p10)"],
+        rows,
+        [
+            "floor encode: walk every element, read every distinct tensor's layout (data_ptr, "
+            "shape, stride, dtype, storage_offset, nbytes). floor decode: from the same memory, "
+            "build the same objects (one view per run, fields, elements, items), no wire work. "
+            "Decodes and round trips touch every tensor. x is the codec's time ÷ the floor's.",
+        ],
     )
 
 
@@ -431,6 +462,7 @@ def check_targets(results: Results) -> list[Target]:
                 share <= 0.5,
             )
         )
+    targets += floor_targets(results.floor, MMCODEC)
     targets += [_size_target(results, "encode"), _size_target(results, "decode")]
     sized = [results.find(n, MMCODEC) for n in (SIZE_SMALL, SIZE_22, SIZE_LARGE)]
     if all(sized):
@@ -447,6 +479,28 @@ def check_targets(results: Results) -> list[Target]:
         _ratio_target(results, "22 MB, round trip vs pickle protocol 5", SIZE_22, "pickle", 500)
     )
     targets.append(_throughput_target(results))
+    return targets
+
+
+FLOOR_TARGETS: Final = {"encode": 2.0, "round trip": 1.5}
+"""Issue 24: on the 64 small items, the codec's step at most this many times the floor's,
+by the median and by the 10th percentile of the same run."""
+
+
+def floor_targets(floors: Sequence[FloorResult], codec: str) -> list[Target]:
+    found = next((r for r in floors if r.payload == SMALL), None)
+    targets = []
+    for step, bar in FLOOR_TARGETS.items():
+        name = f"{SMALL}, {codec} {step} vs the floor"
+        if found is None:
+            targets.append(Target(name, "not measured", f"≤ {bar:g}x", None))
+            continue
+        median, p10 = found.ratio(step), found.ratio(step, "p10")
+        measured = (
+            f"{fmt_ratio(median)} by median ({fmt_time(found.codec[step].median)} vs "
+            f"{fmt_time(found.floor[step].median)}), {fmt_ratio(p10)} by p10"
+        )
+        targets.append(Target(name, measured, f"≤ {bar:g}x", max(median, p10) <= bar))
     return targets
 
 
@@ -508,6 +562,8 @@ def rust_table(results: Results) -> Table:
 
 def _tables(results: Results) -> list[Table]:
     tables = [summary_table(results), *inprocess_tables(results), size_table(results)]
+    if results.floor:
+        tables.append(floor_table(results.floor))
     if results.rust:
         tables.append(rust_table(results))
     if results.cross:

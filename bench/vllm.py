@@ -3,11 +3,14 @@
 On the very same vLLM objects (the design payloads built by ``vllm.multimodal.inputs``,
 64 small items, one 22 MB item), side by side and interleaved in one run
 (:func:`bench.runner.measure_interleaved`): vLLM 0.33's ``MsgpackEncoder`` /
-``MsgpackDecoder(MultiModalKwargsItems)`` against ``mmcodec.generated.multimodal_vllm``.
-Every decoded tensor is touched (:func:`bench.runner.touch`). vLLM's decoder is given
-``bytearray`` headers (it warns about read-only ``bytes``); its payload frames, and all of
-ours, are passed as encoded. Then the plugin at every process boundary of vLLM, stock vs
-plugin (:mod:`bench.vllm_sites`). Writes ``bench/results/vllm.md``.
+``MsgpackDecoder(MultiModalKwargsItems)`` against ``mmcodec.generated.multimodal_vllm``;
+and, in the same rounds, ``mmcodec.generated.multimodal`` on the same payloads built with
+its mirror classes (``mmcodec.domain.multimodal``). Every decoded tensor is touched
+(:func:`bench.runner.touch`). vLLM's decoder is given ``bytearray`` headers (it warns about
+read-only ``bytes``); its payload frames, and all of ours, are passed as encoded. Then the
+binding against the floor on vLLM's classes (:mod:`bench.floor`), and the plugin at every
+process boundary of vLLM, stock vs plugin (:mod:`bench.vllm_sites`). Writes
+``bench/results/vllm.md``.
 """
 
 from __future__ import annotations
@@ -32,15 +35,20 @@ import vllm.multimodal.inputs as vi
 from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
 
 from bench import vllm_sites
+from bench.floor import FLOOR_PAYLOADS, FloorResult, measure_floor
+from bench.inprocess import single_tensor
+from bench.report import floor_table, floor_targets
 from bench.runner import Budget, Stats, measure_interleaved, touch, wire_bytes
+from mmcodec.generated import multimodal as mm
 from mmcodec.generated import multimodal_vllm as mv
 from mmcodec.payloads import PAYLOADS, tensor_bytes
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "vllm.md"
 SMALL: Final = "64 small items"
 LARGE: Final = "single 22 MB"
-TARGETS: Final = {SMALL: 6.0, LARGE: 1.5}
-"""Round-trip speed-up over vLLM's codec that issue 9 asks for."""
+TARGETS: Final = {(SMALL, "mmcodec"): 8.0, (SMALL, "mirror"): 10.0, (LARGE, "mmcodec"): 1.5}
+"""Round-trip speed-up over vLLM's codec: issue 24 for the 64 small items (the binding on
+vLLM's classes, and mmcodec on its mirror classes), issue 9 for the 22 MB item."""
 WIRE_TARGET: Final = 0.5
 """Wire bytes at most this fraction of vLLM's, on the 64 small items."""
 
@@ -69,6 +77,13 @@ def payloads() -> dict[str, Callable[[int], Any]]:
         for name, make in PAYLOADS.items()
     }
     built[LARGE] = single_22mb
+    return built
+
+
+def mirror_payloads() -> dict[str, Callable[[int], Any]]:
+    """The same payloads built with mmcodec's mirror classes (the same seeds, shapes, values)."""
+    built: dict[str, Callable[[int], Any]] = dict(PAYLOADS)
+    built[LARGE] = lambda seed: single_tensor(21 * (1 << 20), seed)
     return built
 
 
@@ -103,16 +118,35 @@ class _Binding:
         return mv.decode(frames, vi.MultiModalKwargsItems)
 
 
-METHODS: Final = (_Vllm(), _Binding())
+class _Mirror:
+    """mmcodec on its mirror classes: what an engine that adopts them pays."""
+
+    name: Final = "mirror"
+
+    def encode(self, obj: Any) -> list[Any]:
+        return mm.encode(obj)
+
+    def receive(self, frames: Sequence[Any]) -> list[Any]:
+        return list(frames)
+
+    def decode(self, frames: Sequence[Any]) -> Any:
+        return mm.decode(frames, mm.MultiModalKwargsItems)
+
+
+METHODS: Final = (_Vllm(), _Binding(), _Mirror())
 
 
 def run(budget: Budget) -> list[dict[Any, Any]]:
     rows = []
+    mirrors = mirror_payloads()
     for name, make in payloads().items():
         items = make(0)
+        mirror_items = mirrors[name](0)
         fns: dict[tuple[str, str], Callable[[], object]] = {}
         row: dict[Any, Any] = {"payload": name, "tensor bytes": tensor_bytes(items)}
         for method in METHODS:
+            if method.name == "mirror":
+                items = mirror_items
             frames = method.receive(method.encode(items))
             decoded = method.decode(frames)
             assert decoded == items, f"{method.name} changed {name}"  # vLLM's equality
@@ -148,22 +182,38 @@ def _stats(s: Stats) -> str:
     return f"{_t(s.median)} ({_t(s.p10)}-{_t(s.p90)})"
 
 
-def _ratio(row: dict[Any, Any], op: str, stat: str = "median") -> float:
-    """vLLM's ``stat`` ÷ mmcodec's; ``"p10"``: both codecs in the host's fast mode
+def _ratio(row: dict[Any, Any], op: str, stat: str = "median", method: str = "mmcodec") -> float:
+    """vLLM's ``stat`` ÷ ``method``'s; ``"p10"``: both codecs in the host's fast mode
     (docs/performance.md)."""
-    vllm, ours = row[("vllm", op)], row[("mmcodec", op)]
+    vllm, ours = row[("vllm", op)], row[(method, op)]
     return getattr(vllm, stat) / getattr(ours, stat)  # type: ignore[no-any-return]
+
+
+def floors(budget: Budget) -> list[FloorResult]:
+    """The binding against the floor on vLLM's classes (see :mod:`bench.floor`)."""
+    made = payloads()
+    return [
+        measure_floor(name, made[name](0), vi, mv.encode, _Binding().decode, budget, ROUNDS)
+        for name in FLOOR_PAYLOADS
+    ]
 
 
 def _line(row: dict[Any, Any]) -> str:
     return (
         f"{row['payload']:>16}: round trip vllm {_t(row[('vllm', 'round trip')].median)}, "
         f"mmcodec {_t(row[('mmcodec', 'round trip')].median)}, {_ratio(row, 'round trip'):.2f}x; "
+        f"mirror {_ratio(row, 'round trip', method='mirror'):.2f}x; "
         f"wire {row['mmcodec wire'] / row['vllm wire']:.2f}x"
     )
 
 
-def report(rows: list[dict[Any, Any]], command: str, seconds: float, load: tuple[str, str]) -> str:
+def report(
+    rows: list[dict[Any, Any]],
+    floor: list[FloorResult],
+    command: str,
+    seconds: float,
+    load: tuple[str, str],
+) -> str:
     out = [
         "# mmcodec inside vLLM: vLLM's codec vs the vLLM binding",
         "",
@@ -177,35 +227,43 @@ def report(rows: list[dict[Any, Any]], command: str, seconds: float, load: tuple
         "Both codecs run on the very same vLLM objects (`vllm.multimodal.inputs`, built by "
         "`MultiModalKwargsItems.from_hf_inputs`), interleaved in one process. vLLM is "
         "`MsgpackEncoder()` / `MsgpackDecoder(MultiModalKwargsItems)` (size threshold 256 B); "
-        "mmcodec is `mmcodec.generated.multimodal_vllm`. Every decoded tensor is touched. Times "
-        "are medians with the 10th-90th percentile; x is vLLM's median ÷ mmcodec's.",
+        "mmcodec is `mmcodec.generated.multimodal_vllm`; mirror is `mmcodec.generated.multimodal` "
+        "on the same payloads built with mmcodec's mirror classes. Every decoded tensor is "
+        "touched. Times are medians with the 10th-90th percentile; x is vLLM's median ÷ "
+        "mmcodec's (mirror x: ÷ the mirror's).",
         "",
         "| payload | tensor bytes | vLLM round trip | mmcodec round trip | x | encode x | "
-        "decode x | vLLM wire | mmcodec wire | wire ÷ vLLM |",
-        "|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "decode x | mirror round trip | mirror x | vLLM wire | mmcodec wire | wire ÷ vLLM |",
+        "|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         out.append(
             f"| {row['payload']} | {row['tensor bytes']:,} | "
             f"{_stats(row[('vllm', 'round trip')])} | {_stats(row[('mmcodec', 'round trip')])} | "
             f"{_ratio(row, 'round trip'):.2f}x | {_ratio(row, 'encode'):.2f}x | "
-            f"{_ratio(row, 'decode'):.2f}x | {row['vllm wire']:,} | {row['mmcodec wire']:,} | "
-            f"{row['mmcodec wire'] / row['vllm wire']:.2f} |"
+            f"{_ratio(row, 'decode'):.2f}x | {_stats(row[('mirror', 'round trip')])} | "
+            f"{_ratio(row, 'round trip', method='mirror'):.2f}x | {row['vllm wire']:,} | "
+            f"{row['mmcodec wire']:,} | {row['mmcodec wire'] / row['vllm wire']:.2f} |"
         )
-    out += ["", "**Targets (issue 9)**", ""]
+    if floor:
+        out += ["", floor_table(floor, "mmcodec (vLLM's classes)").markdown()]
+    out += ["", "**Targets (issues 9 and 24)**", ""]
     by_name = {row["payload"]: row for row in rows}
-    for name, target in TARGETS.items():
+    for (name, method), target in TARGETS.items():
         if name in by_name:
-            got = _ratio(by_name[name], "round trip")
+            got = _ratio(by_name[name], "round trip", method=method)
             verdict = "PASS" if got >= target else "FAIL"
+            label = "mmcodec on its mirror classes" if method == "mirror" else "the vLLM binding"
             out.append(
-                f"- {verdict}: {name} round trip {got:.2f}x vLLM (target ≥ {target}x); "
-                f"{_ratio(by_name[name], 'round trip', 'p10'):.2f}x at the 10th percentile"
+                f"- {verdict}: {name} round trip, {label}, {got:.2f}x vLLM (target ≥ {target}x); "
+                f"{_ratio(by_name[name], 'round trip', 'p10', method):.2f}x at the 10th "
+                "percentile"
             )
     if SMALL in by_name:
         wire = by_name[SMALL]["mmcodec wire"] / by_name[SMALL]["vllm wire"]
         verdict = "PASS" if wire <= WIRE_TARGET else "FAIL"
         out.append(f"- {verdict}: {SMALL} wire {wire:.2f}x vLLM's bytes (target ≤ {WIRE_TARGET})")
+    out += [f"- {t.line()}" for t in floor_targets(floor, "the vLLM binding")]
     return "\n".join(out) + "\n"
 
 
@@ -221,11 +279,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    rows = [] if args.sites else run(QUICK if args.quick else FULL)
+    budget = QUICK if args.quick else FULL
+    rows = [] if args.sites else run(budget)
+    floor = [] if args.sites else floors(budget)
     site_rows = vllm_sites.run(SITES_QUICK if args.quick else SITES_FULL, SITES_ROUNDS)
     load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
     command = "make bench-vllm" + (" (--quick)" if args.quick else "")
-    text = report(rows, command, time.perf_counter() - started, (load_start, load_end))
+    text = report(rows, floor, command, time.perf_counter() - started, (load_start, load_end))
     text += "\n" + "\n".join(vllm_sites.report(site_rows)) + "\n"
     args.out.write_text(text, encoding="utf-8")
     sys.stdout.write(text)

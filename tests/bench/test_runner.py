@@ -394,6 +394,8 @@ def test_targets_pass_and_fail_on_the_measured_figures() -> None:
         " (target ≥ 5x)",
         "PASS  64 small items, wire bytes vs msgspec hooks: 30,000 vs 83,339, 0.36x"
         " (target ≤ 0.5x)",
+        "N/A   64 small items, mmcodec encode vs the floor: not measured (target ≤ 2x)",
+        "N/A   64 small items, mmcodec round trip vs the floor: not measured (target ≤ 1.5x)",
         "PASS  mmcodec encode time independent of size (67 MB vs 2 MB): 60.0 µs vs 50.0 µs,"
         " 1.20x (target ≤ 2x for 32x the bytes)",
         "FAIL  mmcodec decode time independent of size (67 MB vs 2 MB): 100 µs vs 40.0 µs,"
@@ -447,6 +449,8 @@ def test_main_writes_tables_markdown_and_plot(
         out,
         re.M,
     )
+    assert re.search(r"^64 small items +round trip +[\d.]+ (µs|ms) ", out, re.M)  # the floor table
+    assert re.search(r"^(PASS|FAIL)  64 small items, mmcodec encode vs the floor: ", out, re.M)
     assert re.search(r"^total: \d+ s$", out, re.M)
     markdown = (tmp_path / "latest.md").read_text(encoding="utf-8")
     assert markdown.startswith("# mmcodec benchmark: latest results\n")

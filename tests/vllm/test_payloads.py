@@ -17,6 +17,7 @@ import pytest
 import torch
 import vllm.multimodal.inputs as vi
 
+from bench import floor
 from mmcodec.generated import multimodal as mm
 from mmcodec.generated import multimodal_vllm as mv
 from mmcodec.payloads import PAYLOADS, iter_tensors
@@ -142,3 +143,12 @@ def test_data_of_cached_elements_travels_as_none() -> None:
     item = vi.MultiModalKwargsItem({"cached": vi.MultiModalFieldElem(data=None, field=field)})
     decoded = mv.decode(mv.encode(item), vi.MultiModalKwargsItem)
     assert_same(decoded, item)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_benchmark_floor_rebuilds_vllms_objects_strictly(name: str) -> None:
+    # bench-vllm's floor row on vLLM's classes: a floor that built anything else (fewer
+    # objects, unshared fields) would flatter the binding's ratio.
+    items = _payload(name)
+    assert_same(floor.plan(items, vi).decode(), items)
+    assert floor.encode_floor(items) == len(list(iter_tensors(items)))
