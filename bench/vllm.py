@@ -44,6 +44,8 @@ from mmcodec.generated import multimodal_vllm as mv
 from mmcodec.payloads import PAYLOADS, tensor_bytes
 
 RESULTS: Final = Path(__file__).resolve().parent / "results" / "vllm.md"
+SITES_RESULTS: Final = RESULTS.with_name("vllm-plugin.md")
+"""Where ``--sites`` writes: it runs only the second part, so vllm.md keeps the last full run."""
 SMALL: Final = "64 small items"
 LARGE: Final = "single 22 MB"
 TARGETS: Final = {(SMALL, "mmcodec"): 8.0, (SMALL, "mirror"): 10.0, (LARGE, "mmcodec"): 1.5}
@@ -270,7 +272,11 @@ def report(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.vllm", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a few samples each (a smoke run)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="the Markdown report")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help=f"the Markdown report ({RESULTS.name}; {SITES_RESULTS.name} with --sites)",
+    )
     parser.add_argument(
         "--sites",
         action="store_true",
@@ -284,10 +290,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     floor = [] if args.sites else floors(budget)
     site_rows = vllm_sites.run(SITES_QUICK if args.quick else SITES_FULL, SITES_ROUNDS)
     load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    command = "make bench-vllm" + (" (--quick)" if args.quick else "")
-    text = report(rows, floor, command, time.perf_counter() - started, (load_start, load_end))
-    text += "\n" + "\n".join(vllm_sites.report(site_rows)) + "\n"
-    args.out.write_text(text, encoding="utf-8")
+    elapsed = time.perf_counter() - started
+    sites = "\n".join(vllm_sites.report(site_rows)) + "\n"
+    if args.sites:
+        text = (
+            f"<!-- python -m bench.vllm --sites{' --quick' if args.quick else ''}, "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {elapsed:.0f} s, "
+            f"load average {load_start} at start, {load_end} at end -->\n{sites}"
+        )
+    else:
+        command = "make bench-vllm" + (" (--quick)" if args.quick else "")
+        text = report(rows, floor, command, elapsed, (load_start, load_end)) + "\n" + sites
+    out = args.out or (SITES_RESULTS if args.sites else RESULTS)
+    out.write_text(text, encoding="utf-8")
     sys.stdout.write(text)
     return 0
 
