@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import sys
 
+import msgspec
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+import tests.golden.enums as en
 import tests.golden.features as f
+from mmcodec.runtime import framing
 from mmcodec.runtime.equality import tensors_equal
 from mmcodec.runtime.errors import DecodeError, EncodeError
+from mmcodec.runtime.inspect import describe
 from mmcodec.runtime.limits import Limits
 from mmcodec.runtime.nesting import SAFE_NESTING, refuse_deep_nesting
+from mmcodec.runtime.paths import locate_validation_error
+from mmcodec.runtime.tensors import EAGER_TENSORS
 
 CODEC = f._CODEC
 
@@ -58,7 +64,9 @@ def test_an_int_is_sent_as_a_float_field(value: int) -> None:
 def test_an_int_beyond_64_bits_in_a_float_field_is_refused() -> None:
     with pytest.raises(EncodeError) as info:
         f.encode(f.Sample(value=2**64))  # type: ignore[arg-type]
-    assert info.value.path == "$.value"
+    assert str(info.value) == (
+        "$.value: int 18446744073709551616 does not fit in 64 bits (int64 or uint64)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -140,3 +148,149 @@ def test_tensors_that_differ_are_not_equal(dtype: torch.dtype) -> None:
     b = torch.tensor([1, 1, 1]).to(dtype)
     assert not tensors_equal(a, b)
     assert tensors_equal(a, a.clone())
+
+
+def test_a_str_that_is_not_utf_8_is_refused_by_the_header_encoder() -> None:
+    with pytest.raises(EncodeError) as info:
+        f.encode(f.Key(code="\ud800"))
+    assert str(info.value) == (
+        "$: cannot encode header: 'utf-8' codec can't encode character '\\ud800' in "
+        "position 0: surrogates not allowed"
+    )
+
+
+@pytest.mark.parametrize("member", list(en.Modality), ids=lambda m: m.name)
+def test_a_scalar_root_passes_the_container_check(member: en.Modality) -> None:
+    # max_elements=1: every header is checked for long containers, an enum's body is none.
+    frames = en._CODEC.encode(member, limits=Limits(max_elements=1))
+    assert en.decode(frames, en.Modality) is member
+
+
+def test_decode_turns_any_other_failure_into_a_decode_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The contract's net (nothing but DecodeError escapes), tried with a fault no input
+    # is known to cause: the net must still name the failure.
+    def fail(*args: object) -> None:
+        raise ValueError("boom")
+
+    monkeypatch.setattr(framing, "as_byte_views", fail)
+    with pytest.raises(DecodeError) as info:
+        CODEC.decode([b""], f.Sample)
+    assert str(info.value) == "$: rejected (ValueError: boom)"
+    assert type(info.value.__cause__) is ValueError
+
+    monkeypatch.setattr(framing, "split", fail)
+    with pytest.raises(DecodeError) as info:
+        CODEC.decode_bytes(b"", f.Sample)
+    assert str(info.value) == "$: rejected buffer (ValueError: boom)"
+
+
+def _header(root: str, runs: list[object], refs: list[int], body: object) -> bytes:
+    return msgspec.msgpack.encode(["mmc", 2, "features", 3, root, runs, refs, body])
+
+
+def test_bytes_sent_as_a_str_in_a_mapping_is_located_by_the_wire_path() -> None:
+    # msgspec.convert takes a base64 str for bytes where the decoder does not, so the
+    # failing entry cannot be found by validating the values again: the wire path says it.
+    header = _header("Registry", [], [], {"a": [8, "aGk="]})
+    with pytest.raises(DecodeError) as info:
+        CODEC.decode([header], f.Registry)
+    assert (info.value.path, str(info.value)) == (
+        "$[...][1] (wire path)",
+        "$[...][1] (wire path): Expected `bytes`, got `str`",
+    )
+
+
+@pytest.mark.parametrize(
+    ("wire_type", "raw", "expected"),
+    [
+        (dict[str, tuple[int, ...]], {"a": [1], "b": [1, "x"]}, "$['b'][1]"),
+        (dict[str, tuple[int, str]], {"a": [1, "s"], "b": [1, 2]}, "$['b'][1]"),
+        (dict[str, dict[str, int]], {"a": {"b": 1}, "c": {"d": "x"}}, "$['c']['d']"),
+        (dict[str, list[int]], [1], "$"),  # msgspec gives no path at the root
+    ],
+    ids=["var-tuple-values", "tuple-values", "mapping-values", "root"],
+)
+def test_wire_paths_through_mappings_become_schema_paths(
+    wire_type: object, raw: object, expected: str
+) -> None:
+    body = msgspec.msgpack.encode(raw)
+    with pytest.raises(msgspec.ValidationError) as info:
+        msgspec.msgpack.decode(body, type=wire_type)
+    path, message = locate_validation_error(str(info.value), wire_type, body)
+    assert path == expected
+    assert message == str(info.value).split(" - at ")[0]
+
+
+def test_a_tensor_reference_past_the_tensors_is_refused_by_the_dry_run() -> None:
+    # Over EAGER_TENSORS tensors: the body is first rebuilt with stand-ins (DryContext).
+    count = EAGER_TENSORS + 1
+    header = _header("Registry", [["int8", [], b"\0" * count, 0, count]], [], {"a": [3, 5000]})
+    with pytest.raises(DecodeError) as info:
+        CODEC.decode([header], f.Registry)
+    assert (info.value.path, str(info.value)) == (
+        "$['a']",
+        f"$['a']: tensor 5000 out of range ({count} tensors)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("runs", "refs", "extra", "limits", "message"),
+    [
+        (
+            [["int8", [], b"\0", 0, 1]],
+            [],
+            [b"\0" * 64],
+            Limits(),
+            "$: frame 1 is not referenced by any tensor",
+        ),
+        (
+            [["int8", [], b"\0\0", 0, 2]],
+            [0, 1, 0, 1],
+            [],
+            Limits(max_elements=3),
+            "$: tensor reference table of 4 entries exceeds the limit of 3",
+        ),
+        (
+            [["int8", [], b"\0", 0, 1], ["int8", [], b"\0\0", 0, 2]],
+            [0, 1, 1],
+            [],
+            Limits(),
+            "$: no entry of the tensor reference table points at tensor 2 (tensor run 1)",
+        ),
+    ],
+    ids=["inline-run-and-an-unused-frame", "refs-over-max-elements", "missing-in-second-run"],
+)
+def test_bad_tensor_tables_are_refused(
+    runs: list[object], refs: list[int], extra: list[bytes], limits: Limits, message: str
+) -> None:
+    header = _header("Registry", runs, refs, {"a": [3, 0]})
+    with pytest.raises(DecodeError) as info:
+        CODEC.decode([header, *extra], f.Registry, limits=limits)
+    assert str(info.value) == message
+
+
+def test_a_tensor_that_requires_grad_is_sent_detached() -> None:
+    sent = torch.arange(3.0, requires_grad=True)
+    received = f.decode(f.encode(f.Registry({"a": sent})), f.Registry)["a"]
+    assert received.requires_grad is False
+    assert tensors_equal(received, sent.detach())
+
+
+def test_an_empty_tensor_travels_in_an_empty_frame() -> None:
+    frames = CODEC.encode(f.Registry({"a": torch.empty(0, 3)}), inline_threshold=0)
+    assert [bytes(frame) for frame in frames[1:]] == [b""]
+    received = f.decode(frames, f.Registry)["a"]
+    assert (received.dtype, received.shape) == (torch.float32, torch.Size([0, 3]))
+
+
+def test_a_tensor_in_two_tensor_fields_is_sent_once() -> None:
+    shared = torch.ones(2)
+    value = _builtins(t=shared, maybe_t=shared)
+    frames = f.encode(value)
+    tree = describe(frames, CODEC)
+    assert [t["tensor"] for t in tree["tensors"]] == [0]
+    received = f.decode(frames, f.Builtins)
+    assert received.t is received.maybe_t
+    assert tensors_equal(received.t, shared)
