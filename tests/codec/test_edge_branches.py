@@ -11,6 +11,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+import tests.golden.common as common
 import tests.golden.enums as en
 import tests.golden.features as f
 from mmcodec.runtime import framing
@@ -294,3 +295,21 @@ def test_a_tensor_in_two_tensor_fields_is_sent_once() -> None:
     received = f.decode(frames, f.Builtins)
     assert received.t is received.maybe_t
     assert tensors_equal(received.t, shared)
+
+
+def test_a_class_that_refuses_the_decoded_values_is_named_with_the_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A bound class may validate in its constructor; here common.Point is made to.
+    class Point:
+        def __init__(self, **fields: object) -> None:
+            raise ValueError("a point must not be the origin")
+
+    frames = f.encode(f.Drawing(origin=common.Point(x=0, y=0), shapes=[], labels=common.Labels()))
+    monkeypatch.setattr(common, "Point", Point)
+    with pytest.raises(DecodeError) as info:
+        f.decode(frames, f.Drawing)
+    assert (info.value.path, str(info.value)) == (
+        "$.origin",
+        "$.origin: Point rejected the decoded values (ValueError: a point must not be the origin)",
+    )
