@@ -313,3 +313,19 @@ def test_a_class_that_refuses_the_decoded_values_is_named_with_the_path(
         "$.origin",
         "$.origin: Point rejected the decoded values (ValueError: a point must not be the origin)",
     )
+
+
+def test_two_storages_at_one_address_travel_in_the_larger_one() -> None:
+    # torch.frombuffer makes a storage per call: two storages start at one address, and
+    # the frame must come from the one that holds all of the region (checked second here).
+    buffer = bytearray(range(64))
+    small = torch.frombuffer(buffer, dtype=torch.uint8, count=8)
+    large = torch.frombuffer(buffer, dtype=torch.uint8)
+    assert small.data_ptr() == large.data_ptr()
+    assert small.untyped_storage().nbytes() == 8
+    frames = CODEC.encode(f.Registry({"a": small, "b": large}), inline_threshold=0)
+    assert [bytes(frame) for frame in frames[1:]] == [bytes(range(64))]
+    received = f.decode(frames, f.Registry)
+    assert tensors_equal(received["a"], small)
+    assert tensors_equal(received["b"], large)
+    assert received["a"].data_ptr() == received["b"].data_ptr()
