@@ -106,11 +106,8 @@ class _Renderer:
         """Append ``head: summary`` and the node's children, one more level indented."""
         summary, children = self._summary(node)
         prefix = f"{head}: " if head is not None else ""
-        if summary or head is not None:
-            self.lines.append(f"{indent}{prefix}{summary}".rstrip())
-            inner = indent + "  "
-        else:
-            inner = indent
+        self.lines.append(f"{indent}{prefix}{summary}".rstrip())  # no summary is empty
+        inner = indent + "  "
         for child_head, child in children:
             if isinstance(child, dict) and "$omitted" in child and child_head is None:
                 self.lines.append(f"{inner}{_omitted_text(child)}")
