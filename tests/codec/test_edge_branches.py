@@ -273,7 +273,9 @@ def test_bad_tensor_tables_are_refused(
 
 
 def test_a_tensor_that_requires_grad_is_sent_detached() -> None:
-    sent = torch.arange(3.0, requires_grad=True)
+    # Transposed: not contiguous, so it is normalized (a contiguous one is read in place).
+    sent = torch.arange(6.0, requires_grad=True).view(2, 3).t()
+    assert sent.requires_grad and not sent.is_contiguous()
     received = f.decode(f.encode(f.Registry({"a": sent})), f.Registry)["a"]
     assert received.requires_grad is False
     assert tensors_equal(received, sent.detach())
@@ -292,6 +294,7 @@ def test_a_tensor_in_two_tensor_fields_is_sent_once() -> None:
     frames = f.encode(value)
     tree = describe(frames, CODEC)
     assert [t["tensor"] for t in tree["tensors"]] == [0]
+    assert tree["refs"] == []  # one reference, so references are positions
     received = f.decode(frames, f.Builtins)
     assert received.t is received.maybe_t
     assert tensors_equal(received.t, shared)

@@ -13,6 +13,16 @@ import pytest
 from mmcodec.runtime.paths import Key, counts_elements, locate_validation_error, locate_wire_steps
 
 NOTE = msgspec.Meta(extra={"note": 1})
+
+
+class One(msgspec.Struct, array_like=True, tag=1):
+    x: int
+
+
+class Two(msgspec.Struct, array_like=True, tag=2):
+    x: int
+
+
 """Metadata msgspec keeps apart from the type (as it does wire.NonNegative's marker)."""
 
 
@@ -143,10 +153,19 @@ def test_wire_steps_are_located(wire_type: Any, value: Any, steps: list[Any], pa
     [
         (tuple[int, list[int]], [1, [1, 2, 3]], [1], True),
         (tuple[int, tuple[int, int]], [1, [1, 2]], [1], False),
-        (list[Annotated[list[int], NOTE]], [[1, 2]], [0], True),
-        (list[int] | None, {"a": 1}, [], True),  # a body that is not the wire type
+        (list[Annotated[tuple[int, int], NOTE]], [[1, 2]], [0], False),
+        # Bodies that are not the wire type: the only array-like member is taken; a
+        # mapping's key 1 is no tag (a tagged struct is picked by a list's first item).
+        (tuple[int, int] | None, {"a": 1}, [], False),
+        (One | Two | None, {0: 1}, [], True),
     ],
-    ids=["list-in-a-fixed-tuple", "fixed-tuple-in-a-fixed-tuple", "metadata", "mismatch"],
+    ids=[
+        "list-in-a-fixed-tuple",
+        "fixed-tuple-in-a-fixed-tuple",
+        "metadata",
+        "mismatch",
+        "mapping-is-no-tagged-array",
+    ],
 )
 def test_what_counts_as_a_container(
     wire_type: Any, value: Any, steps: list[Any], counts: bool

@@ -127,3 +127,40 @@ def test_describe_turns_any_other_failure_into_a_decode_error(
         describe([b""])
     assert str(info.value) == "$: rejected (ValueError: boom)"
     assert type(info.value.__cause__) is ValueError
+
+
+@pytest.mark.parametrize(
+    ("runs", "refs", "extra", "limits", "message"),
+    [
+        (
+            [["int8", [], b"\0", 0, 1]],
+            [],
+            [b"\0" * 64],
+            Limits(),
+            "$: frame 1 is not referenced by any tensor",
+        ),
+        (
+            [["int8", [], b"\0\0", 0, 2]],
+            [0, 1, 0, 1],
+            [],
+            Limits(max_elements=3),
+            "$: tensor reference table of 4 entries exceeds the limit of 3",
+        ),
+        (
+            [["int8", [], b"\0", 0, 1], ["int8", [], b"\0\0", 0, 2]],
+            [0, 1, 1],
+            [],
+            Limits(),
+            "$: no entry of the tensor reference table points at tensor 2 (tensor run 1)",
+        ),
+    ],
+    ids=["inline-run-and-an-unused-frame", "refs-over-max-elements", "missing-in-second-run"],
+)
+def test_bad_tensor_tables_are_refused_without_a_module(
+    runs: list[object], refs: list[int], extra: list[bytes], limits: Limits, message: str
+) -> None:
+    # inspect checks the tables itself (mmcodec.runtime.runs) when no module decodes first.
+    frames = [*_header("Registry", runs, refs, {"a": [3, 0]}), *map(memoryview, extra)]
+    with pytest.raises(DecodeError) as info:
+        describe(frames, limits=limits)
+    assert str(info.value) == message
