@@ -26,6 +26,12 @@ from mmcodec.runtime.tensors import EAGER_TENSORS
 CODEC = f._CODEC
 
 
+def _tensor_at(registry: f.Registry, key: str) -> torch.Tensor:
+    value = registry[key]
+    assert isinstance(value, torch.Tensor)
+    return value
+
+
 def _builtins(**changes: object) -> f.Builtins:
     values: dict[str, object] = {
         "i": 1,
@@ -57,14 +63,14 @@ def _constrained(**changes: object) -> f.Constrained:
 
 @given(st.integers(min_value=-(2**53), max_value=2**53))
 def test_an_int_is_sent_as_a_float_field(value: int) -> None:
-    decoded = f.decode(f.encode(f.Sample(value=value)), f.Sample)  # type: ignore[arg-type]
+    decoded = f.decode(f.encode(f.Sample(value=value)), f.Sample)
     assert type(decoded.value) is float
     assert decoded.value == value
 
 
 def test_an_int_beyond_64_bits_in_a_float_field_is_refused() -> None:
     with pytest.raises(EncodeError) as info:
-        f.encode(f.Sample(value=2**64))  # type: ignore[arg-type]
+        f.encode(f.Sample(value=2**64))
     assert str(info.value) == (
         "$.value: int 18446744073709551616 does not fit in 64 bits (int64 or uint64)"
     )
@@ -79,10 +85,10 @@ def test_an_int_beyond_64_bits_in_a_float_field_is_refused() -> None:
         (
             f.Containers(
                 ints=[],
-                pair=(1,),
+                pair=(1,),  # type: ignore[arg-type]
                 triple=(1.0, True, None),
                 many=(),
-                by_name={},  # type: ignore[arg-type]
+                by_name={},
                 by_id={},
                 maybe_point=None,
                 nested=[],
@@ -276,7 +282,7 @@ def test_a_tensor_that_requires_grad_is_sent_detached() -> None:
     # Transposed: not contiguous, so it is normalized (a contiguous one is read in place).
     sent = torch.arange(6.0, requires_grad=True).view(2, 3).t()
     assert sent.requires_grad and not sent.is_contiguous()
-    received = f.decode(f.encode(f.Registry({"a": sent})), f.Registry)["a"]
+    received = _tensor_at(f.decode(f.encode(f.Registry({"a": sent})), f.Registry), "a")
     assert received.requires_grad is False
     assert tensors_equal(received, sent.detach())
 
@@ -284,7 +290,7 @@ def test_a_tensor_that_requires_grad_is_sent_detached() -> None:
 def test_an_empty_tensor_travels_in_an_empty_frame() -> None:
     frames = CODEC.encode(f.Registry({"a": torch.empty(0, 3)}), inline_threshold=0)
     assert [bytes(frame) for frame in frames[1:]] == [b""]
-    received = f.decode(frames, f.Registry)["a"]
+    received = _tensor_at(f.decode(frames, f.Registry), "a")
     assert (received.dtype, received.shape) == (torch.float32, torch.Size([0, 3]))
 
 
@@ -329,6 +335,7 @@ def test_two_storages_at_one_address_travel_in_the_larger_one() -> None:
     frames = CODEC.encode(f.Registry({"a": small, "b": large}), inline_threshold=0)
     assert [bytes(frame) for frame in frames[1:]] == [bytes(range(64))]
     received = f.decode(frames, f.Registry)
-    assert tensors_equal(received["a"], small)
-    assert tensors_equal(received["b"], large)
-    assert received["a"].data_ptr() == received["b"].data_ptr()
+    a, b = _tensor_at(received, "a"), _tensor_at(received, "b")
+    assert tensors_equal(a, small)
+    assert tensors_equal(b, large)
+    assert a.data_ptr() == b.data_ptr()

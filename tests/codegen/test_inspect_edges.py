@@ -4,6 +4,8 @@ again below a back-reference, and the contract's net."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pytest
 import torch
@@ -20,7 +22,7 @@ from mmcodec.runtime.limits import Limits
 CODEC = f._CODEC
 
 
-def _header(root: str, runs: list[object], refs: list[int], body: object) -> list[memoryview]:
+def _header(root: str, runs: list[Any], refs: list[int], body: object) -> list[memoryview]:
     header = msgspec.msgpack.encode(["mmc", 2, "features", 3, root, runs, refs, body])
     return [memoryview(header)]
 
@@ -157,10 +159,10 @@ def test_describe_turns_any_other_failure_into_a_decode_error(
     ids=["inline-run-and-an-unused-frame", "refs-over-max-elements", "missing-in-second-run"],
 )
 def test_bad_tensor_tables_are_refused_without_a_module(
-    runs: list[object], refs: list[int], extra: list[bytes], limits: Limits, message: str
+    runs: list[Any], refs: list[int], extra: list[bytes], limits: Limits, message: str
 ) -> None:
     # inspect checks the tables itself (mmcodec.runtime.runs) when no module decodes first.
-    frames = [*_header("Registry", runs, refs, {"a": [3, 0]}), *map(memoryview, extra)]
+    frames = [*_header("Registry", runs, refs, {"a": [3, 0]}), *[memoryview(e) for e in extra]]
     with pytest.raises(DecodeError) as info:
         describe(frames, limits=limits)
     assert str(info.value) == message
