@@ -39,6 +39,8 @@ def test_bytes_show_their_length_and_leading_bytes(with_module: bool) -> None:
     tree = describe(f.encode(value), CODEC if with_module else None)
     raw = tree["body"]["fields"]["raw"] if with_module else tree["body"][4]
     assert raw == {"$bytes": 40, "hex": bytes(range(32)).hex()}
+    tensor = tree["body"]["fields"]["t"] if with_module else tree["body"][5]
+    assert tensor == ({"$tensor": 0, "dtype": "float32", "shape": [1]} if with_module else 0)
     head = ".raw" if with_module else "[4]"
     assert f"    {head}: bytes[40] {bytes(range(32)).hex()}..." in render_text(tree).splitlines()
 
