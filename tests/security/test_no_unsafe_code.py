@@ -104,7 +104,11 @@ names. Exempt are exactly these constructs, each once, in this file."""
 
 
 def _without_exemption(found: list[str], filename: str) -> list[str]:
-    allowed = list(EXEMPT.get(filename, []))
+    # make mutate's snapshot swaps the folders: codegen/ lives under mmcodec/ there.
+    canonical = (
+        filename.removeprefix("mmcodec/") if filename.startswith("mmcodec/codegen/") else filename
+    )
+    allowed = list(EXEMPT.get(canonical, []))
     kept = []
     for entry in found:
         what = entry.split(": ", 1)[1]
