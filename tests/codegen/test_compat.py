@@ -16,6 +16,8 @@ import pytest
 
 from mmcodec.codegen import ir
 from mmcodec.codegen.cli import main
+from mmcodec.codegen.compat import Change, compare_schemas
+from mmcodec.codegen.diagnostics import Position
 from mmcodec.codegen.render import render_module
 from mmcodec.codegen.validate import compile_schemas
 
@@ -414,6 +416,149 @@ def test_a_type_change_points_at_the_field_in_the_new_schema(
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"new.yaml:{number + 1}:{column}: FlatField: field `dim` type ")
     assert out[0].endswith("changed from int to str")
+
+
+def test_removing_the_last_field_without_a_default_is_breaking(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing after it moves, and it has no default, so older codecs reject its absence."""
+    assert compat_of(tmp_path, capsys, s="      a: {type: int}") == (
+        1,
+        [
+            "new.yaml:4:3: S: field `b` removed from position 1; older codecs require it",
+            "1 breaking change(s): they need a new major version (the schema's `version`)",
+        ],
+    )
+
+
+def test_an_insertion_does_not_hide_a_type_change_after_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    changed = "      a: {type: int}\n      x: {type: int}\n      b: {type: bytes}"
+    assert compat_of(tmp_path, capsys, s=changed) == (
+        1,
+        [
+            "new.yaml:7:7: S: field `x` inserted at position 1; only appending is compatible",
+            "new.yaml:8:7: S: field `b` type changed from str to bytes",
+            "2 breaking change(s): they need a new major version (the schema's `version`)",
+        ],
+    )
+
+
+EMPTY = "schema: transit\nversion: 1\ntypes:\n  S:\n    struct: {}\n"
+FILLED = (
+    "schema: transit\nversion: 1\ntypes:\n  S:\n    struct:\n"
+    "      a: {type: int}\n      b: {type: str, default: x}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            EMPTY,
+            FILLED,
+            [
+                "new.yaml:6:7: S: field `a` appended at position 0 without a default (older "
+                "messages lack it)",
+                "1 breaking change(s): they need a new major version (the schema's `version`)",
+            ],
+        ),
+        (
+            FILLED,
+            EMPTY,
+            [
+                "new.yaml:4:3: S: field `a` removed from position 0; older codecs require it",
+                "new.yaml:4:3: S: field `b` removed from position 1; a field appended later "
+                "would be read as it by older codecs",
+                "2 breaking change(s): they need a new major version (the schema's `version`)",
+            ],
+        ),
+    ],
+    ids=["grows", "shrinks"],
+)
+def test_an_empty_struct_grows_and_shrinks_by_appending(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, expected: list[str]
+) -> None:
+    """No field kept on either side: every new one is appended, none inserted."""
+    (tmp_path / "old.yaml").write_text(old)
+    (tmp_path / "new.yaml").write_text(new)
+    assert main(["--root", str(tmp_path), "compat", "old.yaml", "new.yaml"]) == 1
+    assert capsys.readouterr().out.splitlines() == expected
+
+
+def _without_positions(module: ir.Module) -> ir.Module:
+    """The module as IR built in Python would be: no declaration knows where it was written."""
+    types = tuple(
+        dataclasses.replace(
+            t, position=None, fields=tuple(dataclasses.replace(f, position=None) for f in t.fields)
+        )
+        if isinstance(t, ir.StructDef)
+        else dataclasses.replace(t, position=None)
+        for t in module.types
+    )
+    return dataclasses.replace(module, types=types, version_position=None)
+
+
+def test_ir_without_positions_points_at_the_start_of_the_new_schema(tmp_path: Path) -> None:
+    """compare_schemas on IR made in Python (no positions): every change, struct-level or
+    field-level, points at line 1 of the new module's source; a note's ``breaking`` is False."""
+    old = (
+        "schema: transit\nversion: 1\ntypes:\n"
+        "  Renamed: {struct: {a: {type: int}}}\n"
+        "  Inserted: {struct: {a: {type: int}}}\n"
+        "  Swapped: {struct: {a: {type: int}, b: {type: str}}}\n"
+        "  Retyped: {struct: {a: {type: int}}}\n"
+        "  Shrunk: {struct: {a: {type: int}, b: {type: int}}}\n"
+    )
+    new = (
+        "schema: transit\nversion: 1\ntypes:\n"
+        "  Renamed: {struct: {z: {type: int}}}\n"
+        "  Inserted: {struct: {x: {type: int}, a: {type: int}, y: {type: int}}}\n"
+        "  Swapped: {struct: {b: {type: str}, a: {type: int}}}\n"
+        "  Retyped: {struct: {a: {type: str}}}\n"
+        "  Shrunk: {struct: {a: {type: int}}}\n"
+    )
+    (tmp_path / "old.yaml").write_text(old)
+    (tmp_path / "new.yaml").write_text(new)
+    [before] = compile_schemas([tmp_path / "old.yaml"], tmp_path)
+    [after] = compile_schemas([tmp_path / "new.yaml"], tmp_path)
+    report = compare_schemas([_without_positions(before)], [_without_positions(after)])
+    start = Position("new.yaml", 1, 1)
+    assert report.changes == (
+        Change(
+            start,
+            "Renamed",
+            "field `a` renamed to `z` (compatible: names do not travel; the Python API and "
+            "bound classes see the new name)",
+            breaking=False,
+        ),
+        Change(
+            start,
+            "Inserted",
+            "field `x` inserted at position 0; only appending is compatible",
+            breaking=True,
+        ),
+        Change(
+            start,
+            "Inserted",
+            "field `y` appended at position 2 without a default (older messages lack it)",
+            breaking=True,
+        ),
+        Change(
+            start,
+            "Swapped",
+            "fields `a` and `b` swapped (positions 0 and 1); fields travel by position",
+            breaking=True,
+        ),
+        Change(start, "Retyped", "field `a` type changed from int to str", breaking=True),
+        Change(
+            start,
+            "Shrunk",
+            "field `b` removed from position 1; older codecs require it",
+            breaking=True,
+        ),
+    )
 
 
 def test_json_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
