@@ -36,6 +36,7 @@ from mmcodec.codegen.output import (
     survey,
     write,
 )
+from mmcodec.codegen.project import project_defaults
 from mmcodec.codegen.rust.output import plan_rust_output
 from mmcodec.codegen.validate import compile_schemas
 
@@ -98,10 +99,17 @@ def _plan(args: argparse.Namespace) -> tuple[Path, Path, Plan]:
         raise UsageError("--lang rust needs --out: the folder of the generated Rust modules")
     if rust and args.package is not None:
         raise UsageError("--package names a Python package; Rust output has none")
-    out = _from_root(args.out or DEFAULT_OUT, root)
+    defaults = {} if rust else project_defaults(root)
+    out = _from_root(args.out or defaults.get("out", DEFAULT_OUT), root)
     out_dir = (root / out).resolve()
-    package = args.package or default_package(out)
-    schemas = args.schemas or DEFAULT_SCHEMAS
+    # The project's package is the import name of its own output folder, not of another.
+    configured = (
+        defaults.get("package")
+        if out == _from_root(defaults.get("out", DEFAULT_OUT), root)
+        else None
+    )
+    package = args.package or configured or default_package(out)
+    schemas = args.schemas or defaults.get("schemas", DEFAULT_SCHEMAS)
     files = schema_files([root / schemas], root)
     modules = compile_schemas(files, root)
     if rust:
