@@ -231,3 +231,59 @@ def test_a_routed_value_of_the_wrong_type_is_refused() -> None:
     frames = _received(MmcodecMsgpackEncoder().encode({"x": qwen2_5_vl(0, api=vi)["image"][0]}))
     with pytest.raises(msgspec.ValidationError, match="a routed MultiModalKwargsItem where"):
         MmcodecMsgpackDecoder(dict[str, vi.MultiModalKwargsItems]).decode(frames)
+
+
+def _container_of(frames: list[Any]) -> dict[str, Any]:
+    """The mmcodec container of a routed message, by key (the descriptor is frame 1 here)."""
+    _, first, count = struct.unpack("<4sII", bytes(frames[1]))
+    container = mv.decode(frames[first : first + count], vi.MultiModalKwargsItems)
+    return {key: len(entry) for key, entry in container.data.items()}
+
+
+def test_consecutive_items_travel_as_one_list_and_item_maps_as_their_modalities() -> None:
+    items = small_items(3, 4, api=vi)["image"]
+    item_map = small_items(4, 2, api=vi)
+    message = [items[0], items[1], item_map, items[2], items[3], items[1]]
+    frames = MmcodecMsgpackEncoder().encode(message)
+    # items 0 and 1 are one run, the map is "2" and its modality, items 2 and 3 the next run
+    # (the repeated items[1] is value 1 again: no entry of its own)
+    assert _container_of(frames) == {"0": 2, "2": 0, "2:image": 2, "3": 2}
+    decoded = MmcodecMsgpackDecoder().decode(_received(frames))
+    assert decoded[5] is decoded[1]
+    for got, want in zip(decoded, message, strict=True):
+        assert_same(got, want)
+
+
+def _with_container(container: dict[str, list[Any]], kind: int = 0) -> list[Any]:
+    """A routed message whose one marker names value 0 of ``container``."""
+    frames = mv.encode(vi.MultiModalKwargsItems(container), type=vi.MultiModalKwargsItems)
+    header = msgpack.encode([msgpack.Ext(EXT_CODE, struct.pack("<IIB", 1, 0, kind))])
+    descriptor = struct.pack("<4sII", b"MMCF", 2, len(frames))
+    return _received([header, descriptor, *frames])
+
+
+@pytest.mark.parametrize(
+    ("container", "message"),
+    [
+        ({"x": []}, r"^\$: routed container key 'x' does not start with an index$"),
+        ({"01": []}, r"^\$: routed container key '01' does not start with an index$"),
+        ({"9" * 11: []}, r"^\$: routed container key '9{11}' does not start with an index$"),
+        ({"\u0661": []}, r"does not start with an index$"),  # an Arabic-Indic digit
+        ({"1": []}, r"^\$: routed value 1 out of order \(expected 0\)$"),
+        ({"0": [None]}, r"^\$: routed items from 0 hold a None$"),
+        ({"0:image": []}, r"^\$: routed container key '0:image' follows no item map 0$"),
+        ("run", r"^\$: routed container key '0:image' follows no item map 0$"),
+        ({"0": [], "0:a": [], "0:a ": [], "1": []}, None),  # distinct modalities: fine
+    ],
+)
+def test_bad_containers_raise_decode_error(container: Any, message: str | None) -> None:
+    item = small_items(5, 1, api=vi)["image"][0]
+    if container == "run":  # a modality after a run of items, not after an item map
+        container = {"0": [item], "0:image": [item]}
+    frames = _with_container(container, kind=1 if message is None else 0)
+    decoder = MmcodecMsgpackDecoder()
+    if message is None:
+        assert decoder.decode(frames) == [vi.MultiModalKwargsItems({"a": [], "a ": []})]
+        return
+    with pytest.raises(DecodeError, match=message):
+        decoder.decode(frames)

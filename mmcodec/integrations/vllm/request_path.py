@@ -17,10 +17,12 @@ Layout of a routed message (frame indices)::
 
 ``marker`` is ``<IIB``: the descriptor's frame index, the value's index in the mmcodec
 message, its kind (0 an item, 1 an item map). The mmcodec message is one
-``MultiModalKwargsItems`` whose entries are, per value ``j``: ``"j"`` -> ``[item]`` for an
-item, or ``"j"`` -> ``[]`` then ``"j:modality"`` -> that modality's list for an item map.
+``MultiModalKwargsItems`` whose entries are, in value order: ``"j"`` -> ``[item_j, item_j+1,
+...]`` for a run of consecutive values that are items (a request's features, one item each),
+or ``"j"`` -> ``[]`` then ``"j:modality"`` -> that modality's list for an item map ``j``.
 One message for all the items of a request lets mmcodec send what the items share once
-(vLLM's processors give every item the same field object) and pay its fixed cost once. A
+(vLLM's processors give every item the same field object) and pay its fixed cost once; one
+list for a run of items lets it lay them out as columns (wire format, "Column lists"). A
 message whose only routed value is one item (descriptor ``b"MMCI"``) sends that item as
 mmcodec's message itself, without the container.
 
@@ -99,11 +101,15 @@ class MmcodecMsgpackEncoder(MsgpackEncoder):  # type: ignore[misc]  # vLLM is un
             bufs.extend(frames)
             return bufs
         container: dict[str, list[Any]] = {}
+        run: list[Any] | None = None  # the run of items the next item joins
         for index, value in enumerate(self._values):
             key = str(index)
             if isinstance(value, MultiModalKwargsItem):
-                container[key] = [value]
+                if run is None:
+                    run = container[key] = []
+                run.append(value)
             else:  # an item map: a presence entry, then one entry per modality
+                run = None
                 container[key] = []
                 for modality, items in value.items():
                     container[f"{key}:{modality}"] = list(items)
@@ -213,22 +219,22 @@ def _unpack(container: Any) -> list[Any]:
     values: list[Any] = []
     for key, entry in container.data.items():
         head, colon, modality = key.partition(":")
-        if not (head.isascii() and head.isdigit()) or (len(head) > 1 and head[0] == "0"):
+        if not (head.isascii() and head.isdigit() and len(head) <= 10) or (
+            len(head) > 1 and head[0] == "0"
+        ):
             raise DecodeError(f"routed container key {key!r} does not start with an index")
-        index = int(head)
+        index = int(head)  # one spelling per index: a map's keys name a modality once
         if not colon:
             if index != len(values):
                 raise DecodeError(f"routed value {index} out of order (expected {len(values)})")
-            if len(entry) == 1 and entry[0] is not None:
-                values.append(entry[0])
-            elif not entry:
+            if not entry:  # an item map's presence entry; its modalities follow
                 values.append(MultiModalKwargsItems())
-            else:
-                raise DecodeError(f"routed value {index} holds {len(entry)} entries")
+            elif any(item is None for item in entry):
+                raise DecodeError(f"routed items from {index} hold a None")
+            else:  # a run of items
+                values.extend(entry)
         elif index + 1 != len(values) or not isinstance(values[index], MultiModalKwargsItems):
             raise DecodeError(f"routed container key {key!r} follows no item map {index}")
-        elif modality in values[index]:
-            raise DecodeError(f"routed container key {key!r} repeats a modality")
         else:
             values[index][modality] = entry
     return values
