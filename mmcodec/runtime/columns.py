@@ -410,4 +410,3 @@ def _position(absent: Sequence[int], index: int) -> int:
             break
         index += 1
     return index
-

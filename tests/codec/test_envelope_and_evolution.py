@@ -168,8 +168,7 @@ def test_a_newer_wire_format_version_is_refused() -> None:
         envelope[1] = other
         error = _error(mm.decode, [msgspec.msgpack.encode(envelope)], mm.PlaceholderRange)
         assert str(error) == (
-            f"$: wire format version {other} is not supported "
-            "(this decoder reads versions 2 to 3)"
+            f"$: wire format version {other} is not supported (this decoder reads versions 2 to 3)"
         )
     envelope[1] = 3  # a message without column lists reads the same as version 3
     decoded = mm.decode([msgspec.msgpack.encode(envelope)], mm.PlaceholderRange)
