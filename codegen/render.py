@@ -355,9 +355,6 @@ class _Renderer:
             "from_wire": self.func(t, "from_wire"),
             "table": f"{self._prefix(t.module)}_{t.name}_TABLE",
             "names": _names_tuple(struct.fields),
-            "unpack": ", ".join(f"c_{f.name}" for f in struct.fields)
-            if len(struct.fields) != 1
-            else f"(c_{struct.fields[0].name},)",
             "fields": [],
         }
         self.column_structs[base] = view  # registered first: recursive types refer to it

@@ -851,7 +851,8 @@ def _list_optional_MultiModalKwargsItem_to_wire(
         try:
             columns = _list_optional_MultiModalKwargsItem_columns(items, ctx)
         except (EncodeError, AttributeError, TypeError):
-            _list_optional_MultiModalKwargsItem_rows(items, ctx)  # raises, with the value's path
+            # Rows raise the same error, with the value's path.
+            _list_optional_MultiModalKwargsItem_rows(items, ctx)
             raise  # pragma: no cover - rows refuse whatever columns refuse
         if columns is not None:
             return columns
@@ -946,7 +947,9 @@ def _MultiModalFieldElem_column_to_wire(
                 values, _MultiModalFieldElem_to_wire, _MultiModalFieldElem_TABLE, ctx
             )
         )
-    c_data, c_field = _MultiModalFieldElem_FIELDS(values)
+    fields = _MultiModalFieldElem_FIELDS(values)
+    c_data = fields[0]
+    c_field = fields[1]
     # A batch's views, distinct and new: consecutive references, one run. Else one by one.
     w_data = ctx.fresh_refs(c_data)
     if w_data is None:
@@ -1011,7 +1014,9 @@ def _list_optional_MultiModalKwargsItem_columns(
     if table is None:
         return None
     absent, keys, values = table
-    columns = [_MultiModalFieldElem_column_to_wire(column, ctx) for column in values]
+    columns: list[_MultiModalFieldElemColumnWire] = []
+    for column in values:
+        columns.append(_MultiModalFieldElem_column_to_wire(column, ctx))
     ctx.columns_used = True
     return _list_optional_MultiModalKwargsItem_ColumnsWire(len(items), keys, columns, absent)
 

@@ -36,6 +36,7 @@ __all__ = [
     "builder",
     "check",
     "column",
+    "defaults",
     "fields_reader",
     "fresh",
     "items",
@@ -230,6 +231,14 @@ def column(values: list[Any], present: int) -> list[Any]:
     if len(values) != present:
         raise DecodeError(f"a column holds {len(values)} values for {present} present items")
     return values
+
+
+def defaults(value: Any, present: int) -> list[Any]:
+    """A column of a field's default, for a fields column that lacks it (an older
+    schema's): each item its own copy of an empty list or dict, as rows give it."""
+    if type(value) in (list, dict):
+        return [type(value)() for _ in range(present)]
+    return [value] * present
 
 
 def references_from_column(

@@ -2029,7 +2029,8 @@ def _list_CellRow_to_wire(
         try:
             columns = _list_CellRow_columns(items, ctx)
         except (EncodeError, AttributeError, TypeError):
-            _list_CellRow_rows(items, ctx)  # raises, with the value's path
+            # Rows raise the same error, with the value's path.
+            _list_CellRow_rows(items, ctx)
             raise  # pragma: no cover - rows refuse whatever columns refuse
         if columns is not None:
             return columns
@@ -2152,7 +2153,8 @@ def _list_optional_CellRow_to_wire(
         try:
             columns = _list_optional_CellRow_columns(items, ctx)
         except (EncodeError, AttributeError, TypeError):
-            _list_optional_CellRow_rows(items, ctx)  # raises, with the value's path
+            # Rows raise the same error, with the value's path.
+            _list_optional_CellRow_rows(items, ctx)
             raise  # pragma: no cover - rows refuse whatever columns refuse
         if columns is not None:
             return columns
@@ -2322,7 +2324,13 @@ def _Cell_column_to_wire(values: Sequence[Cell], ctx: _EncodeContext) -> _CellCo
         return _CellValuesWire(
             _columns.references_to_column(values, _Cell_to_wire, _Cell_TABLE, ctx)
         )
-    c_values, c_extra, c_reading, c_index, c_label, c_note = _Cell_FIELDS(values)
+    fields = _Cell_FIELDS(values)
+    c_values = fields[0]
+    c_extra = fields[1]
+    c_reading = fields[2]
+    c_index = fields[3]
+    c_label = fields[4]
+    c_note = fields[5]
     # A batch's views, distinct and new: consecutive references, one run. Else one by one.
     w_values = ctx.fresh_refs(c_values)
     if w_values is None:
@@ -2368,8 +2376,9 @@ def _Cell_from_fields(wire: _CellFieldsWire, present: int, ctx: _DecodeContext) 
         v_label = _columns.column(wire.label, present)
         where = ".note"
         c_note = wire.note
-        if c_note is msgspec.UNSET:  # from an older schema: the default, per item
-            c_note = ["" for _ in range(present)]
+        # Absent from an older schema's message: every item takes the default.
+        if c_note is msgspec.UNSET:
+            c_note = _columns.defaults("", present)
         v_note = _columns.column(c_note, present)
     except _columns.ItemError as e:
         e.error.at(where)
@@ -2404,7 +2413,9 @@ def _list_CellRow_columns(
     if table is None:
         return None
     absent, keys, values = table
-    columns = [_Cell_column_to_wire(column, ctx) for column in values]
+    columns: list[_CellColumnWire] = []
+    for column in values:
+        columns.append(_Cell_column_to_wire(column, ctx))
     ctx.columns_used = True
     return _list_CellRow_ColumnsWire(len(items), keys, columns, absent)
 
@@ -2451,7 +2462,9 @@ def _list_optional_CellRow_columns(
     if table is None:
         return None
     absent, keys, values = table
-    columns = [_Cell_column_to_wire(column, ctx) for column in values]
+    columns: list[_CellColumnWire] = []
+    for column in values:
+        columns.append(_Cell_column_to_wire(column, ctx))
     ctx.columns_used = True
     return _list_optional_CellRow_ColumnsWire(len(items), keys, columns, absent)
 
