@@ -31,6 +31,7 @@ from mmcodec.runtime.tensors import DecodeContext, EncodeContext
 from mmcodec.runtime.wire import IntTagRef, StrTagRef
 
 __all__ = [
+    "MIN_ITEMS",
     "ItemError",
     "build",
     "builder",
@@ -54,23 +55,29 @@ _repeat = itertools.repeat
 _chain = itertools.chain.from_iterable
 _TAG_REFS = (IntTagRef, StrTagRef)
 
+MIN_ITEMS = 16
+"""Present items a list needs to travel as columns. Columns cost a fixed few microseconds
+per key and list and save about one per item: shorter lists (a request's few images) are
+cheaper as rows (measured: ``make bench``, and docs/wire-format.md#column-lists)."""
+
 
 # -- encoding ----------------------------------------------------------------------------------
 
 
 def transpose(
     items: Sequence[Any], optional: bool
-) -> tuple[list[int], list[str], list[tuple[Any, ...]]] | None:
-    """``(absent, keys, columns)`` of a list of mappings, or None when it cannot travel as
-    columns (COLUMNS-SPEC "When"): fewer than two items, none present, a None where
-    items cannot be None (``optional``), present items of different classes or not
-    mappings, or keys that differ (in value, order, or class: exactly ``str``), or none.
+) -> tuple[list[int], list[str], list[list[Any]]] | None:
+    """``(absent, keys, columns)`` of a list of mappings, or None when it does not travel
+    as columns (docs/wire-format.md#column-lists): fewer than :data:`MIN_ITEMS` present
+    items, a None where items cannot be None (``optional``), present items of different
+    classes or not mappings, or keys that differ (in value, order, or class: exactly
+    ``str``), or none.
 
-    ``absent`` holds the positions of None items; ``columns`` one tuple per key, of that
+    ``absent`` holds the positions of None items; ``columns`` one list per key, of that
     key's values in item order. Values are not checked: the caller converts them, and a
     value rows would refuse is refused there. Each step is a C-level pass over the items.
     """
-    if len(items) < 2:
+    if len(items) < MIN_ITEMS:
         return None
     present: Sequence[Any] = items
     absent: list[int] = []
@@ -79,7 +86,7 @@ def transpose(
             return None  # rows refuse the None, with its position
         absent = [index for index, item in enumerate(items) if item is None]
         present = [item for item in items if item is not None]
-        if not present:
+        if len(present) < MIN_ITEMS:
             return None
     kinds = set(map(type, present))
     if len(kinds) != 1:
@@ -103,8 +110,11 @@ def transpose(
     # Keys equal by value may differ in class (a str subclass): rows would refuse those.
     if set(map(type, _chain(key_rows))) != {str}:
         return None
-    rows = map(tuple, map(dict.values, entries))
-    return absent, list(keys), list(zip(*rows, strict=True))
+    # One pass per key (dict's own lookup, as dict.values reads them): cheaper than a row
+    # of values per item transposed.
+    get = dict.__getitem__
+    columns = [list(map(get, entries, _repeat(key))) for key in keys]
+    return absent, list(keys), columns
 
 
 def _plain_dict(kind: type) -> bool:
@@ -117,15 +127,15 @@ def _plain_dict(kind: type) -> bool:
     )
 
 
-def fields_reader(names: tuple[str, ...]) -> Callable[[Sequence[Any]], list[tuple[Any, ...]]]:
-    """A function that reads fields ``names`` of every value: one tuple per field, in one
+def fields_reader(names: tuple[str, ...]) -> Callable[[Sequence[Any]], list[list[Any]]]:
+    """A function that reads fields ``names`` of every value: one list per field, each a
     C-level pass (an AttributeError for a value without them: rows then say which)."""
-    if not names:
-        return lambda values: []
-    getter = operator.attrgetter(*names)
-    if len(names) == 1:
-        return lambda values: [tuple(map(getter, values))]
-    return lambda values: list(zip(*map(getter, values), strict=True))
+    getters = [operator.attrgetter(name) for name in names]
+
+    def read(values: Sequence[Any]) -> list[list[Any]]:
+        return [list(map(getter, values)) for getter in getters]
+
+    return read
 
 
 def fresh(values: Sequence[Any], seen: dict[int, Any]) -> list[int] | None:

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import tests.golden.features as f
 from mmcodec.generated import multimodal as mm
 from mmcodec.payloads import small_items
+from mmcodec.runtime.columns import MIN_ITEMS
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 from mmcodec.runtime.tensors import DEFAULT_INLINE_THRESHOLD, EncodeContext, plan_payloads
 from tests.codec.helpers import (
@@ -33,6 +34,7 @@ from tests.codec.helpers import (
 )
 
 ITEMS = mm.MultiModalKwargsItems
+N = MIN_ITEMS  # the fewest present items a list travels as columns with (16)
 DATA = Path(__file__).parent / "data"
 SETTINGS = settings(
     max_examples=120,
@@ -49,7 +51,7 @@ def _items(*items: mm.MultiModalKwargsItem | None) -> mm.MultiModalKwargsItems:
     return ITEMS({"image": list(items)})
 
 
-def _views(n: int = 3) -> tuple[list[mm.MultiModalKwargsItem], mm.MultiModalFieldElem]:
+def _views(n: int = N) -> tuple[list[mm.MultiModalKwargsItem], mm.MultiModalFieldElem]:
     """``n`` items: key 'a' a view of one batch with one BatchedField, key 'b' one element
     every item holds (a shared field's)."""
     batch = torch.arange(2 * n, dtype=torch.int64).reshape(n, 2)
@@ -67,25 +69,25 @@ def _views(n: int = 3) -> tuple[list[mm.MultiModalKwargsItem], mm.MultiModalFiel
 
 def test_a_column_list_is_laid_out_as_the_format_says() -> None:
     items, _ = _views()
-    frames = mm.encode(_items(items[0], None, items[1], items[2]))
+    frames = mm.encode(_items(items[0], None, *items[1:]))
     envelope = _envelope(frames)
     assert envelope[:5] == ["mmc", 3, "multimodal", 1, "MultiModalKwargsItems"]
-    # One run of the three views (refs 0-2), then the shared tensor (ref 3).
+    # One run of the 16 views (refs 0-15), then the shared tensor (ref 16).
     assert [run[:2] + run[3:] for run in envelope[5]] == [
-        ["int64", [2], 0, 3],
+        ["int64", [2], 0, N],
         ["float32", [1], 0, 1],
     ]
     assert envelope[7] == {
         "image": {
-            "count": 4,
+            "count": N + 1,
             "keys": ["a", "b"],
             "columns": [
                 # A fields column: the data references, the BatchedField once (union tag
-                # 0, keep_on_cpu), then its index as a bare int; elements 0-2 complete.
-                [1, [0, 1, 2], [[0, False], 0, 0]],
-                # A values column: one element in every item, sent once (element 3),
+                # 0, keep_on_cpu), then its index as a bare int; elements 0-15 complete.
+                [1, list(range(N)), [[0, False], *[0] * (N - 1)]],
+                # A values column: one element in every item, sent once (element 16),
                 # then its index.
-                [0, [[3, [2, 3, False]], 3, 3]],
+                [0, [[N, [2, N, False]], *[N] * (N - 1)]],
             ],
             "absent": [1],
         }
@@ -96,17 +98,21 @@ def test_a_column_list_is_laid_out_as_the_format_says() -> None:
     assert bytes(frames[0][-len(raw) :]).startswith(b"\x84\xa5count")
 
 
-def test_the_encoder_writes_version_2_when_no_list_travels_as_columns() -> None:
-    items, _ = _views(2)
+def test_a_list_travels_as_columns_from_16_present_items() -> None:
+    items, _ = _views(N + 1)
     cases: list[Any] = [
         _items(items[0]),  # one item
         _items(None, None),  # none present
-        _items(items[0], None),  # one present, still more than one element: columns
+        _items(*items[: N - 1]),  # 15 items
+        _items(*items[: N - 1], None),  # 16 items, 15 present
+        _items(*items[:N]),  # 16 present
+        _items(None, *items[:N], None),  # 16 present of 18
         mm.PlaceholderRange(1, 2),  # no item list at all
     ]
     versions = [_envelope(mm.encode(value))[1] for value in cases]
-    assert versions == [2, 2, 3, 2]
-    assert _envelope(mm.encode(_items(*items)))[1] == 3
+    assert versions == [2, 2, 2, 2, 3, 3, 2]
+    for value in cases[:-1]:
+        assert_items_equal(mm.decode(mm.encode(value), ITEMS), value)
 
 
 def test_a_message_from_the_version_2_encoder_still_decodes() -> None:
@@ -118,11 +124,13 @@ def test_a_message_from_the_version_2_encoder_still_decodes() -> None:
     first = decoded["image"][0]
     assert first is not None
     assert all(item is not None and item["embed"] is first["embed"] for item in decoded["image"])
-    # The same value now travels as columns, and decodes the same.
-    frames = mm.encode(expected)
+    # The same value now travels as rows too (3 items), byte for byte; 16 as columns.
+    assert bytes(mm.encode_bytes(expected)) == buffer
+    more = small_items(7, N, api=mm)
+    frames = mm.encode(more)
     assert _envelope(frames)[1] == 3
     assert isinstance(_envelope(frames)[7]["image"], dict)
-    assert_items_equal(mm.decode(frames, ITEMS), expected)
+    assert_items_equal(mm.decode(frames, ITEMS), more)
 
 
 # -- when rows ----------------------------------------------------------------------------
@@ -140,18 +148,18 @@ class _OwnItems(dict[str, Any]):
 
 
 def _rows_cases() -> dict[str, mm.MultiModalKwargsItems]:
-    items, shared = _views(2)
-    a, b = items
+    items, shared = _views(N)
+    a, b = items[:2]
     swapped = mm.MultiModalKwargsItem({"b": b["b"], "a": b["a"]})
     other_key = mm.MultiModalKwargsItem({"a": b["a"], "c": shared})
     empty = mm.MultiModalKwargsItem({})
     return {
         "one item": _items(a),
         "no item present": _items(None, None, None),
-        "keys in another order": _items(a, swapped),
-        "another key": _items(a, other_key),
-        "no keys": _items(empty, empty),
-        "items of two classes": ITEMS({"image": [a, dict(b)]}),  # type: ignore[list-item]
+        "keys in another order": _items(*items[: N - 1], swapped),
+        "another key": _items(*items[: N - 1], other_key),
+        "no keys": _items(*[empty] * N),
+        "items of two classes": ITEMS({"image": [*items[: N - 1], dict(b)]}),  # type: ignore[list-item]
     }
 
 
@@ -174,7 +182,7 @@ def test_items_that_do_not_share_their_keys_travel_as_rows(case: str) -> None:
 def test_a_dict_that_lists_its_own_items_travels_as_rows() -> None:
     items, _ = _views(2)
     own: Any = _OwnItems(items[1])
-    value = ITEMS({"image": [own, own]})
+    value = ITEMS({"image": [own] * N})
     with rows_only():
         rows = mm.encode(value)
     frames = mm.encode(value)
@@ -184,12 +192,10 @@ def test_a_dict_that_lists_its_own_items_travels_as_rows() -> None:
 
 
 def test_a_str_subclass_key_is_refused_as_rows_refuse_it() -> None:
-    items, _ = _views(2)
+    items, _ = _views(N)
     odd_key = mm.MultiModalKwargsItem({_Key("a"): items[1]["a"], "b": items[1]["b"]})
-    for value in (_items(items[0], odd_key), _items(odd_key, odd_key)):
-        message = "$['image'][1]['a'] (key): expected a str, got _Key"
-        if value["image"][0] is odd_key:
-            message = message.replace("[1]", "[0]", 1)
+    for value, position in ((_items(*items[: N - 1], odd_key), N - 1), (_items(*[odd_key] * N), 0)):
+        message = f"$['image'][{position}]['a'] (key): expected a str, got _Key"
         assert _encode_error(value, rows=True) == message
         assert _encode_error(value) == message
 
@@ -198,7 +204,7 @@ def test_a_user_dict_item_class_travels_as_columns() -> None:
     class Item(UserDict[str, Any]):
         pass
 
-    items, _ = _views(3)
+    items, _ = _views(N)
     user_items: list[Any] = [Item(item) for item in items]
     value = ITEMS({"image": user_items})
     frames = mm.encode(value)
@@ -218,47 +224,49 @@ def _encode_error(value: Any, type_: Any = None, rows: bool = False) -> str:
 
 
 def _refusals() -> dict[str, tuple[Any, Any, str]]:
-    items, _ = _views(3)
+    items, _ = _views(N)
+    last = items[-1]
     junk: Any = object()
     bad_data = mm.MultiModalKwargsItem(
-        {"a": mm.MultiModalFieldElem(junk, mm.BatchedField()), "b": items[2]["b"]}
+        {"a": mm.MultiModalFieldElem(junk, mm.BatchedField()), "b": last["b"]}
     )
     junk = "x"
-    bad_field = mm.MultiModalKwargsItem(
-        {"a": items[2]["a"], "b": mm.MultiModalFieldElem(None, junk)}
-    )
+    bad_field = mm.MultiModalKwargsItem({"a": last["a"], "b": mm.MultiModalFieldElem(None, junk)})
     junk = 7
-    not_elem = mm.MultiModalKwargsItem({"a": items[2]["a"], "b": junk})
-    cell = f.Cell(values=torch.ones(1), extra=None, reading=1.0, index=0, label="x")
+    not_elem = mm.MultiModalKwargsItem({"a": last["a"], "b": junk})
+    cell = f.CellRow(
+        {"k": f.Cell(values=torch.ones(1), extra=None, reading=1.0, index=0, label="x")}
+    )
     negative = f.Cell(values=torch.ones(1), extra=None, reading=1.0, index=-1, label="x")
+    nothing: Any = None
     return {
         "bad data": (
-            _items(items[0], items[1], bad_data),
+            _items(*items[:-1], bad_data),
             None,
-            "$['image'][2]['a'].data: object is not a nested tensor "
+            "$['image'][15]['a'].data: object is not a nested tensor "
             "(tensor, int, float, list or tuple)",
         ),
         "bad field": (
-            _items(items[0], items[1], bad_field),
+            _items(*items[:-1], bad_field),
             None,
-            "$['image'][2]['b'].field: "
+            "$['image'][15]['b'].field: "
             "expected one of BatchedField, FlatField, SharedField, got str",
         ),
         "not an element": (
-            _items(items[0], items[1], not_elem),
+            _items(*items[:-1], not_elem),
             None,
-            "$['image'][2]['b']: expected a MultiModalFieldElem, got int "
+            "$['image'][15]['b']: expected a MultiModalFieldElem, got int "
             "('int' object has no attribute 'data')",
         ),
         "None where items cannot be None": (
-            f.CellTable(rows=[], dense=[f.CellRow({"k": cell}), None, f.CellRow({"k": cell})]),  # type: ignore[list-item]
+            f.CellTable(rows=[], dense=[*[cell] * 8, nothing, *[cell] * 8]),
             None,
-            "$.dense[1]: expected a dict, got NoneType",
+            "$.dense[8]: expected a dict, got NoneType",
         ),
         "a constraint": (
-            f.CellTable(rows=[f.CellRow({"k": cell}), f.CellRow({"k": negative})]),
+            f.CellTable(rows=[*[cell] * (N - 1), f.CellRow({"k": negative})]),
             None,
-            "$.rows[1]['k'].index: expected a value >= 0, got -1",
+            "$.rows[15]['k'].index: expected a value >= 0, got -1",
         ),
     }
 
@@ -271,17 +279,12 @@ def test_a_value_rows_refuse_is_refused_with_the_same_error_and_path(case: str) 
 
 
 def test_a_tensor_the_planner_refuses_is_named_by_its_rows_path() -> None:
-    items, _ = _views(3)
-    bad = mm.MultiModalKwargsItem(
-        {
-            "a": mm.MultiModalFieldElem(torch.zeros(2).to_sparse(), mm.BatchedField()),
-            "b": items[2]["b"],
-        }
-    )
-    value = _items(items[0], items[1], bad)
+    items, _ = _views(N)
+    sparse = mm.MultiModalFieldElem(torch.zeros(2).to_sparse(), mm.BatchedField())
+    value = _items(*items[:-1], mm.MultiModalKwargsItem({"a": sparse, "b": items[-1]["b"]}))
     with rows_only():
         expected = _encode_error(value)
-    assert expected.startswith("$['image'][2]['a'].data: ")
+    assert expected.startswith("$['image'][15]['a'].data: ")
     assert _encode_error(value) == expected
 
 
@@ -353,7 +356,7 @@ def shared_key_items(draw: st.DrawFn) -> mm.MultiModalKwargsItems:
     other tensors, one field variant or many, one element in every item or in some;
     None items; now and then a swapped key order, a str subclass key, and elements sent
     before the list (in an earlier modality)."""
-    n = draw(st.integers(2, 6))
+    n = draw(st.integers(N - 2, N + 2))
     keys = draw(st.lists(st.text(max_size=4), min_size=1, max_size=4, unique=True))
     dtype = draw(st.sampled_from([torch.float16, torch.int64, torch.bool, torch.bfloat16]))
     columns: dict[str, list[mm.MultiModalFieldElem]] = {}
@@ -428,12 +431,19 @@ def test_the_design_payloads_round_trip_as_columns() -> None:
 
 def test_nested_tensors_and_none_data_in_a_fields_column() -> None:
     t = torch.arange(4.0)
-    datas: list[mm.NestedTensors | None] = [[t, (1, 2.5)], None, t, 3, []]
+    datas: list[mm.NestedTensors | None] = [[t, (1, 2.5)], None, t, 3, []] * 4
     field = mm.BatchedField()
     items = [mm.MultiModalKwargsItem({"x": mm.MultiModalFieldElem(data, field)}) for data in datas]
     value = _items(*items)
     body = _envelope(mm.encode(value))[7]["image"]
-    assert body["columns"][0][1] == [[1, [0, [2, [[0, 1], 2.5]]]], None, 0, [0, 3], [1, []]]
+    assert body["columns"][0][1][:6] == [
+        [1, [0, [2, [[0, 1], 2.5]]]],
+        None,
+        0,
+        [0, 3],
+        [1, []],
+        [1, [0, [2, [[0, 1], 2.5]]]],
+    ]
     _round_trip(value)
 
 
@@ -454,23 +464,33 @@ def test_a_features_column_list_sends_a_union_once_as_a_bare_index() -> None:
                 )
             }
         )
-        for i in range(3)
+        for i in range(N + 1)
     ]
-    table = f.CellTable(rows=[cells[0], None, cells[1]], dense=[cells[2], cells[2]])
+    table = f.CellTable(rows=[cells[0], None, *cells[1:N]], dense=[cells[N]] * N)
     envelope = _envelope(f.encode(table))
     rows, dense = envelope[7]
     assert rows == {
-        "count": 3,
+        "count": N + 1,
         "keys": ["k"],
-        "columns": [[1, [0, 1], [None, None], [[0, 0.5, 1.0], 0], [0, 1], ["0", "1"], ["", ""]]],
+        "columns": [
+            [
+                1,
+                list(range(N)),  # tensor references
+                [None] * N,
+                [[0, 0.5, 1.0], *[0] * (N - 1)],  # the Reading once, then its bare index
+                list(range(N)),
+                [str(i) for i in range(N)],
+                [""] * N,
+            ]
+        ],
         "absent": [1],
     }
-    # The same cell in both items: a values column, the cell sent once then its index;
-    # its Reading was sent before (index 0): rows' tagged back-reference inside the cell.
+    # The same cell in every item: a values column, the cell sent once then its index
+    # (cell 16); its Reading was sent before: rows' tagged back-reference inside the cell.
     assert dense == {
-        "count": 2,
+        "count": N,
         "keys": ["k"],
-        "columns": [[0, [[2, None, [-1, 0], 2, "2", ""], 2]]],
+        "columns": [[0, [[N, None, [-1, 0], N, str(N), ""], *[N] * (N - 1)]]],
         "absent": [],
     }
     decoded = f.decode(f.encode(table), f.CellTable)
@@ -489,19 +509,19 @@ def test_a_fields_column_from_an_older_schema_gives_its_missing_fields_their_def
                 )
             }
         )
-        for i in range(2)
+        for i in range(N)
     ]
     frames = [bytes(frame) for frame in f.encode(f.CellTable(rows=list(cells)))]
     envelope = msgspec.msgpack.decode(frames[0])
     column = envelope[7][0]["columns"][0]
-    assert column[0] == 1 and column[-1] == ["n", "n"]
+    assert column[0] == 1 and column[-1] == ["n"] * N
     del column[-1]  # the note column, which an older schema would not have written
     older = f.decode([msgspec.msgpack.encode(envelope), *frames[1:]], f.CellTable)
-    assert [row["k"].note for row in older.rows] == ["", ""]  # type: ignore[index]
+    assert [row["k"].note for row in older.rows] == [""] * N  # type: ignore[index]
     # A newer schema's column holds one more field: skipped, as rows skip one.
-    envelope[7][0]["columns"][0] = [*column, ["n", "n"], [[1, 2], {"x": None}]]
+    envelope[7][0]["columns"][0] = [*column, ["n"] * N, [[1, 2], {"x": None}] * 8]
     newer = f.decode([msgspec.msgpack.encode(envelope), *frames[1:]], f.CellTable)
-    assert [row["k"].note for row in newer.rows] == ["n", "n"]  # type: ignore[index]
+    assert [row["k"].note for row in newer.rows] == ["n"] * N  # type: ignore[index]
 
 
 # -- the planner's hints: a speed-up, nothing else ------------------------------------------

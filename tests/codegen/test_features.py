@@ -64,8 +64,9 @@ def _cell_rows(count: int, keys: tuple[str, ...] = ("pixels", "grid")) -> list[f
 
 
 def _cell_table_columns() -> f.CellTable:
-    rows = _cell_rows(5)
-    return f.CellTable(rows=[rows[0], None, rows[1], rows[2], None], dense=rows[3:])
+    # 16 items or more present: column lists (fewer travel as rows).
+    rows = _cell_rows(20)
+    return f.CellTable(rows=[rows[0], None, *rows[1:16], None], dense=rows[2:18])
 
 
 def _cell_table_rows() -> f.CellTable:
@@ -80,7 +81,7 @@ def _cell_table_shared_cells() -> f.CellTable:
     shared = f.Cell(values=torch.ones(2), extra=None, reading=1.5, index=0, label="s")
     rows = [
         f.CellRow({"same": shared, "own": f.Cell(torch.zeros(1), 7, float(i), i, "o")})
-        for i in range(3)
+        for i in range(16)
     ]
     return f.CellTable(rows=[None, *rows], dense=rows)
 

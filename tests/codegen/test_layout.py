@@ -340,4 +340,3 @@ def test_a_chain_without_parentheses_breaks_only_inside_brackets() -> None:
         "        )",
     ]
     ast.parse(textwrap.dedent(laid_out))
-

@@ -18,33 +18,38 @@ from hypothesis import strategies as st
 import tests.golden.features as f
 from mmcodec.generated import multimodal as mm
 from mmcodec.runtime import framing
+from mmcodec.runtime.columns import MIN_ITEMS
 from tests.security.samples import HEAD_BODY
 from tests.security.test_fuzz import Sample, _settings, _timeout, input_size, judge
 
 ITEMS = mm.MultiModalKwargsItems
 LIST = "$['image']"
+N = MIN_ITEMS  # 16: the fewest present items that travel as columns
 
 
 def _value() -> mm.MultiModalKwargsItems:
-    """Four items, the second None: key 'a' a fields column (views of one batch, one
+    """17 items, the second None: key 'a' a fields column (views of one batch, one
     BatchedField), key 'b' a values column (one element in every item)."""
-    batch = torch.arange(6, dtype=torch.int64).reshape(3, 2)
+    batch = torch.arange(2 * N, dtype=torch.int64).reshape(N, 2)
     field = mm.BatchedField()
-    shared = mm.MultiModalFieldElem(torch.tensor([1.5]), mm.SharedField(3))
+    shared = mm.MultiModalFieldElem(torch.tensor([1.5]), mm.SharedField(N))
     items = [
         mm.MultiModalKwargsItem({"a": mm.MultiModalFieldElem(batch[i], field), "b": shared})
-        for i in range(3)
+        for i in range(N)
     ]
-    return ITEMS({"image": [items[0], None, items[1], items[2]]})
+    return ITEMS({"image": [items[0], None, *items[1:]]})
 
 
 def _message() -> tuple[list[Any], list[bytes]]:
     frames = [bytes(frame) for frame in mm.encode(_value())]
     envelope = msgspec.msgpack.decode(frames[0])
     assert envelope[HEAD_BODY]["image"] == {
-        "count": 4,
+        "count": N + 1,
         "keys": ["a", "b"],
-        "columns": [[1, [0, 1, 2], [[0, False], 0, 0]], [0, [[3, [2, 3, False]], 3, 3]]],
+        "columns": [
+            [1, list(range(N)), [[0, False], *[0] * (N - 1)]],
+            [0, [[N, [2, N, False]], *[N] * (N - 1)]],
+        ],
         "absent": [1],
     }
     return envelope, frames
@@ -80,8 +85,7 @@ def _set(*path: Any) -> Callable[[dict[str, Any]], None]:
 
 
 def _many_keys(columns: dict[str, Any]) -> None:
-    columns["keys"] = list("abcde")
-    columns["columns"] = [columns["columns"][1]] * 5
+    columns["keys"] = [""] * (mm.DEFAULT_LIMITS.max_elements + 1)
 
 
 def _no_keys(columns: dict[str, Any]) -> None:
@@ -99,17 +103,17 @@ def _none_present(columns: dict[str, Any]) -> None:
 
 CHECKS: dict[str, tuple[Callable[[dict[str, Any]], Any], dict[str, Any], str, str]] = {
     "count above max_elements": (
-        _set("count", 5),
-        {"limits": mm.Limits(max_elements=4)},
+        _set("count", 2_000_000),
+        {},
         LIST,
-        "5 elements exceed the limit of 4",
+        "2000000 elements exceed the limit of 1048576",
     ),
     "no keys": (_no_keys, {}, LIST, "a column list has no keys"),
     "keys above max_elements": (
         _many_keys,
-        {"limits": mm.Limits(max_elements=4)},
+        {},
         LIST,
-        "5 elements exceed the limit of 4",
+        "1048577 elements exceed the limit of 1048576",
     ),
     "fewer columns than keys": (_drop_column, {}, LIST, "a column list of 2 keys holds 1 columns"),
     "a key twice": (_set("keys", ["a", "a"]), {}, LIST, "a column list names a key twice"),
@@ -117,32 +121,32 @@ CHECKS: dict[str, tuple[Callable[[dict[str, Any]], Any], dict[str, Any], str, st
         _set("absent", [1, 1]),
         {},
         LIST,
-        "absent item positions must increase and lie below the count (4)",
+        "absent item positions must increase and lie below the count (17)",
     ),
     "absent positions decrease": (
         _set("absent", [3, 1]),
         {},
         LIST,
-        "absent item positions must increase and lie below the count (4)",
+        "absent item positions must increase and lie below the count (17)",
     ),
     "an absent position past the count": (
-        _set("absent", [4]),
+        _set("absent", [17]),
         {},
         LIST,
-        "absent item positions must increase and lie below the count (4)",
+        "absent item positions must increase and lie below the count (17)",
     ),
     "no present item": (_none_present, {}, LIST, "a column list has no present item"),
     "a values column too short": (
-        _set("columns", 1, 1, [[3, [2, 3, False]], 3]),
+        _set("columns", 1, 1, [[N, [2, N, False]], N]),
         {},
         f"{LIST}['b']",
-        "a column holds 2 values for 3 present items",
+        "a column holds 2 values for 16 present items",
     ),
     "a field column too long": (
-        _set("columns", 0, 1, [0, 1, 2, 2]),
+        _set("columns", 0, 1, [*range(N), 0]),
         {},
         f"{LIST}['a'].data",
-        "a column holds 4 values for 3 present items",
+        "a column holds 17 values for 16 present items",
     ),
     "an unknown column tag": (_set("columns", 0, 0, 7), {}, LIST, "Invalid value 7"),
     "a fields column without a field": (
@@ -172,13 +176,13 @@ CHECKS: dict[str, tuple[Callable[[dict[str, Any]], Any], dict[str, Any], str, st
         _set("columns", 0, 1, 2, 99),
         {},
         f"{LIST}[3]['a'].data",
-        "tensor 99 out of range (4 tensors)",
+        "tensor 99 out of range (17 tensors)",
     ),
     "an element back-reference not sent": (
-        _set("columns", 1, 1, 2, 9),
+        _set("columns", 1, 1, 2, 99),
         {},
         f"{LIST}[3]['b']",
-        "back-reference to MultiModalFieldElem value 9, but 4 were sent",
+        "back-reference to MultiModalFieldElem value 99, but 17 were sent",
     ),
     "a field variant index not sent": (
         _set("columns", 0, 2, 1, 5),
@@ -210,12 +214,12 @@ def test_a_bad_column_list_is_refused_with_its_path(case: str) -> None:
 
 def test_absent_items_in_a_list_whose_items_cannot_be_none_are_refused() -> None:
     cell = f.Cell(values=torch.ones(1), extra=None, reading=1.0, index=0, label="x")
-    table = f.CellTable(rows=[], dense=[f.CellRow({"k": cell}), f.CellRow({"k": cell})])
+    table = f.CellTable(rows=[], dense=[f.CellRow({"k": cell})] * N)
     frames = [bytes(frame) for frame in f.encode(table)]
     envelope = msgspec.msgpack.decode(frames[0])
     dense = envelope[HEAD_BODY][1]
     assert dense["absent"] == []
-    dense.update(count=3, absent=[1])
+    dense.update(count=N + 1, absent=[1])
     with pytest.raises(mm.DecodeError) as info:
         f.decode([msgspec.msgpack.encode(envelope), *frames[1:]], f.CellTable)
     assert str(info.value) == (

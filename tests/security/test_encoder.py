@@ -390,25 +390,31 @@ LIMITS = [
 
 
 REFUSED = {
+    # A column list numbers tensors key by key: the first past the limit is an image's
+    # pixels (the third item is None).
+    ("column_list", 1): "$['image'][4]['pixels'].data: a message of more than 3 tensors "
+    "exceeds the receiver's limit (max_elements)",
+    ("column_list", 2): "$: header of 1322 bytes exceeds the receiver's limit of 300 "
+    "(max_header_bytes)",
+    ("column_list", 3): "$['image'][6]['pixels'].data: a message of more than 5 tensors "
+    "exceeds the receiver's limit (max_elements)",
     ("feature_spec", 3): "$.data['input_features'].data: 2 dimensions exceed the receiver's "
     "limit of 1 (max_ndim)",
-    # Item lists travel as columns: tensors are numbered key by key, so the first tensor
-    # past the limit is the second item's of the second key.
-    ("kwargs_items", 1): "$['image'][1]['image_grid_thw'].data: a message of more than 3 "
+    ("kwargs_items", 1): "$['image'][0]['image_token_id'].data: a message of more than 3 "
     "tensors exceeds the receiver's limit (max_elements)",
-    ("kwargs_items", 2): "$: header of 330 bytes exceeds the receiver's limit of 300 "
+    ("kwargs_items", 2): "$: header of 364 bytes exceeds the receiver's limit of 300 "
     "(max_header_bytes)",
-    ("kwargs_items", 3): "$['image'][1]['attention_mask'].data: a message of more than 5 "
+    ("kwargs_items", 3): "$['image'][1]['image_grid_thw'].data: a message of more than 5 "
     "tensors exceeds the receiver's limit (max_elements)",
     ("nested_item", 1): "$['mixed'].data[3][2]: nested tensors deeper than 2 levels",
     ("nested_item", 2): "$: 4 frames exceed the receiver's limit of 2 (max_frames)",
     ("nested_item", 3): "$['mixed'].data[4][0]: a message of more than 5 tensors exceeds the "
     "receiver's limit (max_elements)",
-    ("runs_and_dtypes", 1): "$['audio'][3]['embeds'].data: a message of more than 3 tensors "
+    ("runs_and_dtypes", 1): "$['audio'][0]['waves'].data: a message of more than 3 tensors "
     "exceeds the receiver's limit (max_elements)",
-    ("runs_and_dtypes", 2): "$: header of 531 bytes exceeds the receiver's limit of 300 "
+    ("runs_and_dtypes", 2): "$: header of 660 bytes exceeds the receiver's limit of 300 "
     "(max_header_bytes)",
-    ("runs_and_dtypes", 3): "$['audio'][1]['ids'].data: a message of more than 5 tensors "
+    ("runs_and_dtypes", 3): "$['audio'][0]['scale'].data: a message of more than 5 tensors "
     "exceeds the receiver's limit (max_elements)",
 }
 """What the sender refuses, per (sample, limits): everything else it sends."""
