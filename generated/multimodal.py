@@ -847,7 +847,7 @@ def _list_optional_MultiModalKwargsItem_to_wire(
     value: Sequence[MultiModalKwargsItem | None], ctx: _EncodeContext
 ) -> list[_MultiModalKwargsItemWire | None] | _list_optional_MultiModalKwargsItem_ColumnsWire:
     items = _b.expect_sequence(value, "a list")
-    if ctx.columns:
+    if ctx.columns and len(items) >= _columns.MIN_ITEMS:  # (a request's few items: rows)
         try:
             columns = _list_optional_MultiModalKwargsItem_columns(items, ctx)
         except (EncodeError, AttributeError, TypeError):

@@ -2025,7 +2025,7 @@ def _list_CellRow_to_wire(
     value: Sequence[CellRow], ctx: _EncodeContext
 ) -> list[_CellRowWire] | _list_CellRow_ColumnsWire:
     items = _b.expect_sequence(value, "a list")
-    if ctx.columns:
+    if ctx.columns and len(items) >= _columns.MIN_ITEMS:  # (a request's few items: rows)
         try:
             columns = _list_CellRow_columns(items, ctx)
         except (EncodeError, AttributeError, TypeError):
@@ -2149,7 +2149,7 @@ def _list_optional_CellRow_to_wire(
     value: Sequence[CellRow | None], ctx: _EncodeContext
 ) -> list[_CellRowWire | None] | _list_optional_CellRow_ColumnsWire:
     items = _b.expect_sequence(value, "a list")
-    if ctx.columns:
+    if ctx.columns and len(items) >= _columns.MIN_ITEMS:  # (a request's few items: rows)
         try:
             columns = _list_optional_CellRow_columns(items, ctx)
         except (EncodeError, AttributeError, TypeError):
