@@ -9,6 +9,8 @@ of the version-2 encoder still decode; and the planner's hints change nothing it
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import types
 from collections import UserDict
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 import tests.golden.features as f
 from mmcodec.generated import multimodal as mm
 from mmcodec.payloads import small_items
+from mmcodec.runtime import columns
 from mmcodec.runtime.columns import MIN_ITEMS
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
 from mmcodec.runtime.tensors import DEFAULT_INLINE_THRESHOLD, EncodeContext, plan_payloads
@@ -599,3 +602,92 @@ def test_the_planner_still_refuses_a_hinted_column_beyond_the_limits() -> None:
                 plan_payloads(tensors, 1024, limits, hints)
             errors.append(str(info.value))
         assert errors[0] == errors[1]
+
+
+# -- the runtime's column helpers, branch by branch -------------------------------------------
+
+
+def test_fresh_refs_registers_distinct_new_tensors_only() -> None:
+    ctx = EncodeContext(8)
+    t, u = torch.zeros(1), torch.ones(1)
+    assert ctx.fresh_refs([t, t]) is None  # one tensor twice: nothing registered
+    assert (ctx.tensors, ctx.ids, ctx.hints) == ([], {}, [])
+    assert ctx.ref(u) == 0
+    assert ctx.fresh_refs([t, u]) is None  # u was registered before
+    assert ctx.fresh_refs([t, torch.nn.Parameter(torch.ones(1))]) is None  # not exactly Tensor
+    assert ctx.fresh_refs([t, torch.ones(2)]) == [1, 2]
+    assert ctx.hints == [(1, 2)] and ctx.ids[id(t)] == 1
+
+
+def test_transpose_leaves_to_rows_what_it_cannot_lay_out() -> None:
+    item = {"k": 1}
+    many = [dict(item) for _ in range(N)]
+    assert columns.transpose(many, False) == ([], ["k"], [[1] * N])
+    assert columns.transpose([*many[:-1], None], True) is None  # 15 present
+    assert columns.transpose([*many, None], False) is None  # None where it cannot be
+    assert columns.transpose([1] * N, False) is None  # not mappings
+    mapping: Any = types.MappingProxyType(item)
+    assert columns.transpose([mapping] * N, False) is None  # a mapping that is no dict
+    user: Any = UserDict(item)
+    assert columns.transpose([user] * N, False) == ([], ["k"], [[1] * N])
+
+
+def test_defaults_give_each_item_its_own_empty_container() -> None:
+    lists, dicts = columns.defaults([], 3), columns.defaults({}, 2)
+    assert lists == [[], [], []] and lists[0] is not lists[1]
+    assert dicts == [{}, {}] and dicts[0] is not dicts[1]
+    assert columns.defaults("x", 2) == ["x", "x"]
+
+
+@dataclasses.dataclass
+class _Plain:
+    a: int
+    b: int
+
+
+class _KeywordsOnly:
+    def __init__(self, *, a: int, b: int) -> None:
+        if a < 0:
+            raise ValueError("a is negative")
+        self.a, self.b = a, b
+
+
+class _Empty(msgspec.Struct):
+    pass
+
+
+def test_a_builder_is_chosen_once_per_class() -> None:
+    def assign(a: Any, b: Any) -> Any:
+        value: Any = object.__new__(_Plain)
+        value.a, value.b = a, b
+        return value
+
+    assert columns.builder(_Plain, ("a", "b"), assign) is assign
+    assert columns.builder(_Plain, ("a", "b")) is not assign  # no assign: called
+    assert columns.builder(_Plain, ("a", "b"))(1, 2) == _Plain(1, 2)
+    made = columns.builder(_KeywordsOnly, ("a", "b"))(1, 2)
+    assert (made.a, made.b) == (1, 2)
+    assert columns.build(columns.builder(_Empty, ()), _Empty, [], 3) == [_Empty()] * 3
+    with pytest.raises(columns.ItemError) as info:
+        columns.build(
+            columns.builder(_KeywordsOnly, ("a", "b")), _KeywordsOnly, [[1, -1], [2, 2]], 2
+        )
+    assert info.value.index == 1
+    assert str(info.value.error) == (
+        "$: _KeywordsOnly rejected the decoded values (ValueError: a is negative)"
+    )
+
+
+def test_items_are_built_as_the_mapping_class_builds_them() -> None:
+    class Refusing(dict[str, Any]):
+        def __init__(self, entries: dict[str, Any]) -> None:
+            if entries["k"] < 0:
+                raise ValueError("negative")
+            super().__init__(entries)
+
+    made = columns.items(3, [1], ["k"], [[1, 2]], Refusing, Refusing)
+    assert made == [Refusing({"k": 1}), None, Refusing({"k": 2})]
+    assert all(type(item) is Refusing for item in (made[0], made[2]))
+    with pytest.raises(mm.DecodeError) as info:
+        columns.items(3, [1], ["k"], [[1, -1]], Refusing, Refusing)
+    assert str(info.value) == "$[2]: Refusing rejected the decoded values (ValueError: negative)"
