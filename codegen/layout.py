@@ -193,6 +193,13 @@ class _Expressions:
         if isinstance(node, ast.Subscript) and not self._parenthesized(node.slice):
             items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             return (self.text(node.value), brackets("[", [self.doc(i) for i in items], "]"))
+        if self.bracketed(node):
+            assert isinstance(node, (ast.List, ast.Tuple))
+            open_, close = ("[", "]") if isinstance(node, ast.List) else ("(", ")")
+            elements = [self.doc(item) for item in node.elts]
+            if isinstance(node, ast.Tuple) and len(elements) == 1:  # its comma is not magic
+                return (Text("("), elements[0], Text(",)"))
+            return brackets(open_, elements, close)
         operands = self.chain(node)
         if operands is not None:
             return Group(operands)
@@ -211,6 +218,12 @@ class _Expressions:
         for operator, operand in zip(operators, operands[1:], strict=True):
             parts += [Line(), Text(f"{operator} "), self.doc(operand)]
         return tuple(parts)
+
+    def bracketed(self, node: ast.expr) -> bool:
+        """A list display, or a tuple in parentheses: split at its brackets as a call is."""
+        return isinstance(node, ast.List) or (
+            isinstance(node, ast.Tuple) and self._parenthesized(node)
+        )
 
     def _parenthesized(self, node: ast.expr) -> bool:
         return isinstance(node, ast.Tuple) and self.text(node).text.startswith("(")
@@ -341,7 +354,7 @@ def _assignment(e: _Expressions, target: Doc, value: ast.expr, column: int, widt
     line; else a chain is split at that call if its first line fits, or else broken
     inside parentheses."""
     head = render(target, column, width)
-    if isinstance(value, (ast.Call, ast.Subscript)):
+    if isinstance(value, (ast.Call, ast.Subscript)) or e.bracketed(value):
         laid_out = render((target, e.value(value)), column, width)
         if column + len(laid_out.split("\n", 1)[0]) <= width:
             return laid_out

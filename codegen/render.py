@@ -58,6 +58,7 @@ _IMPORTS = (
     Import("mmcodec.runtime", "api", "_api"),
     Import("mmcodec.runtime", "builtins", "_b"),
     Import("mmcodec.runtime", "codec", "_codec"),
+    Import("mmcodec.runtime", "columns", "_columns"),
     Import("mmcodec.runtime", "wire", "_wire"),
     Import("mmcodec.runtime.errors", "DecodeError"),
     Import("mmcodec.runtime.errors", "EncodeError"),
@@ -106,6 +107,9 @@ class Helper:
     item_types: tuple[str, ...]
     """Annotations of the converted items (wire types to the wire, domain types back)."""
     what: str
+    columns: dict[str, object] | None = None
+    """For a list that may travel as columns (see :meth:`_Renderer.column_list`): the
+    names its code uses."""
 
 
 @dataclass
@@ -113,6 +117,8 @@ class _Renderer:
     module: ir.Module
     defs: dict[tuple[str, str], ir.TypeDef]
     helpers: dict[str, Helper] = field(default_factory=dict)
+    column_structs: dict[str, dict[str, object]] = field(default_factory=dict)
+    """Per struct whose values travel in column lists: its column code (see _column_struct)."""
 
     # -- names ---------------------------------------------------------------------
 
@@ -152,7 +158,20 @@ class _Renderer:
         return base
 
     def _wire_base(self, t: ir.TypeExpr) -> str:
-        return ir.spell(t, self._wire_leaf)
+        if isinstance(t, (ir.Builtin, ir.Named)):
+            return self._wire_leaf(t)
+        if isinstance(t, ir.OptionalOf):
+            return f"{self._wire_base(t.inner)} | None"
+        if isinstance(t, ir.ListOf):
+            rows = f"list[{self._wire_base(t.item)}]"
+            if self.column_list(t) is None:
+                return rows
+            return f"{rows} | _{_mangle(t, self.module.name)}_ColumnsWire"  # or columns
+        if isinstance(t, ir.VarTupleOf):
+            return f"tuple[{self._wire_base(t.item)}, ...]"
+        if isinstance(t, ir.TupleOf):
+            return f"tuple[{', '.join(self._wire_base(i) for i in t.items)}]"
+        return f"dict[{self._wire_base(t.key)}, {self._wire_base(t.value)}]"
 
     def _wire_leaf(self, t: ir.Builtin | ir.Named) -> str:
         if isinstance(t, ir.Named):
@@ -167,6 +186,23 @@ class _Renderer:
         """
         target = self.defs[(t.module, t.name)]
         return isinstance(target, ir.StructDef) and target.tag is None
+
+    def column_list(self, t: ir.ListOf) -> tuple[ir.Named, ir.Named, bool] | None:
+        """``(M, S, optional)`` when a list may travel as columns (COLUMNS-SPEC "Where"):
+        its items are ``M`` or ``optional[M]``, ``M`` a named mapping of ``str`` keys to
+        ``S``, a named struct with a back-reference table. None for every other list."""
+        item, optional = t.item, False
+        if isinstance(item, ir.OptionalOf):
+            item, optional = item.inner, True
+        if not isinstance(item, ir.Named):
+            return None
+        mapping = self.defs[(item.module, item.name)]
+        if not (isinstance(mapping, ir.MappingDef) and mapping.key == ir.Builtin("str")):
+            return None
+        value = mapping.value
+        if not (isinstance(value, ir.Named) and self.shared(value)):
+            return None
+        return item, value, optional
 
     def wire_ref(self, t: ir.Named) -> str:
         """The wire annotation of a reference to a named type: a shared struct may be an index."""
@@ -259,13 +295,106 @@ class _Renderer:
             item_expr = self.convert_expr(items[-1], "item", direction)
         else:
             convs, item_expr = tuple(convert(i) for i in items), ""
+        columns = None
+        if isinstance(t, ir.ListOf) and (found := self.column_list(t)) is not None:
+            columns = self._columns_view(t, *found)
         self.helpers[name] = replace(
             helper,
             item_convs=convs,
             item_expr=item_expr,
             item_types=tuple(annotate(i) for i in items),
+            columns=columns,
         )
         return name
+
+    # -- column lists --------------------------------------------------------------
+
+    def _columns_view(
+        self, t: ir.ListOf, mapping: ir.Named, struct: ir.Named, optional: bool
+    ) -> dict[str, object]:
+        """The names a column list's code uses, its struct's column code registered."""
+        base = f"_{_mangle(t, self.module.name)}"
+        target = self.defs[(mapping.module, mapping.name)]
+        return {
+            "wire": f"{base}_ColumnsWire",
+            "rows": f"{base}_rows",
+            "columns": f"{base}_columns",
+            "from_columns": f"{base}_from_columns",
+            "optional": optional,
+            "item_domain": self.domain_annotation(t.item),
+            "item_wire": self.wire_annotation(t.item),
+            "struct": self._column_struct(struct),
+            "mapping": self.domain_name(mapping),
+            "make": f"{self._prefix(mapping.module)}_{mapping.name}_new"
+            if target.binding is not None
+            else self.domain_name(mapping),
+        }
+
+    def _column_struct(self, t: ir.Named) -> dict[str, object]:
+        """The column code of a struct whose values travel in column lists: its column wire
+        types, how a column of its values converts each way."""
+        base = f"_{_mangle(t, self.module.name)}"
+        if base in self.column_structs:
+            return self.column_structs[base]
+        struct = self.defs[(t.module, t.name)]
+        assert isinstance(struct, ir.StructDef)
+        view: dict[str, object] = {
+            "name": t.name,
+            "name_literal": literal(t.name),
+            "domain": self.domain_name(t),
+            "values_wire": f"{base}ValuesWire",
+            "fields_wire": f"{base}FieldsWire",
+            "column_wire": f"{base}ColumnWire",
+            "column_to_wire": f"{base}_column_to_wire",
+            "from_fields": f"{base}_from_fields",
+            "reader": f"{base}_FIELDS",
+            "new": f"{base}_columns_new",
+            "assign": f"{base}_assign" if struct.binding is not None and struct.fields else None,
+            "wire_ref": self.wire_ref(t),
+            "to_wire": self.func(t, "to_wire"),
+            "from_wire": self.func(t, "from_wire"),
+            "table": f"{self._prefix(t.module)}_{t.name}_TABLE",
+            "names": _names_tuple(struct.fields),
+            "fields": [],
+        }
+        self.column_structs[base] = view  # registered first: recursive types refer to it
+        view["fields"] = [self._column_field(f) for f in struct.fields]
+        return view
+
+    def _column_field(self, f: ir.Field) -> dict[str, object]:
+        """How one field of a column list's struct travels in a fields column."""
+        t = f.type
+        inner = t.inner if isinstance(t, ir.OptionalOf) else t
+        element = self.wire_annotation(t, f.constraints)
+        view: dict[str, object] = {
+            "name": f.name,
+            "default": _default(self, f),
+            "to_wire_expr": _checked(self, f, "v"),
+            "identity": self.identity_on_decode(t),
+        }
+        if isinstance(t, ir.Named) and not self.is_enum(t):  # sent once per object
+            target = self.defs[(t.module, t.name)]
+            if isinstance(target, ir.UnionDef):
+                element = code(element, " | _wire.NonNegative")
+            view.update(
+                kind="references",
+                to_wire=self.to_wire(t),
+                from_wire=self.from_wire(t),
+                table=f"{self._prefix(t.module)}_{t.name}_TABLE",
+                type_name=literal(t.name),
+            )
+        elif isinstance(inner, ir.Builtin) and inner.name in ("tensor", "nested_tensors"):
+            view.update(kind="tensors", from_wire=self.from_wire(inner))
+        else:
+            view.update(kind="values", from_wire=self.from_wire(inner))
+        view["wire"] = element
+        return view
+
+
+def _names_tuple(fields: Sequence[ir.Field]) -> Code:
+    """``("a", "b")``: the fields' names as a tuple literal."""
+    parts = [code(", " if i else "", literal(f.name)) for i, f in enumerate(fields)]
+    return code("(", *parts, "," if len(fields) == 1 else "", ")")
 
 
 def _what(kind: str) -> str:
@@ -375,7 +504,11 @@ def render_module(
         "tabled": [v for v in types if v["kind"] == "union" or v.get("shared")],
         "domain_types": [views[n] for n in domain_order],
         "wire_types": [views[n] for n in _wire_order(module)],
+        "wire_structs": [views[n] for n in _wire_order(module) if views[n]["kind"] == "struct"],
+        "wire_aliases": [views[n] for n in _wire_order(module) if views[n]["kind"] != "struct"],
         "helpers": helpers,
+        "column_structs": [r.column_structs[k] for k in sorted(r.column_structs)],
+        "column_lists": [h for h in helpers if h.columns and h.direction == "to_wire"],
         "public": public,
     }
     # The body first, to see which names it uses; then the module with their imports.

@@ -33,6 +33,7 @@ from mmcodec.domain.multimodal import (
 from mmcodec.runtime import api as _api
 from mmcodec.runtime import builtins as _b
 from mmcodec.runtime import codec as _codec
+from mmcodec.runtime import columns as _columns
 from mmcodec.runtime import wire as _wire
 from mmcodec.runtime.errors import DecodeError, EncodeError
 from mmcodec.runtime.limits import DEFAULT_LIMITS, Limits
@@ -170,6 +171,34 @@ class _MultiModalFeatureSpecWire(msgspec.Struct, array_like=True, gc=False, froz
     mm_hash: str | None = None
 
 
+# -- column lists: item lists laid out key by key (see mmcodec.runtime.columns) ----
+# A fields column holds one list per field; a message from an older schema may lack
+# the last ones (UNSET), whose defaults every item then takes.
+
+
+class _MultiModalFieldElemValuesWire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=0):
+    values: list[_MultiModalFieldElemWire | _wire.NonNegative]
+
+
+class _MultiModalFieldElemFieldsWire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=1):
+    data: list[_wire.NestedWire | None]
+    field: list[_BaseMultiModalFieldWire | _wire.NonNegative]
+
+
+_MultiModalFieldElemColumnWire: TypeAlias = (
+    _MultiModalFieldElemValuesWire | _MultiModalFieldElemFieldsWire
+)
+
+
+class _list_optional_MultiModalKwargsItem_ColumnsWire(
+    msgspec.Struct, gc=False, frozen=True, forbid_unknown_fields=True
+):
+    count: Annotated[int, msgspec.Meta(ge=0)]
+    keys: list[str]
+    columns: list[_MultiModalFieldElemColumnWire]
+    absent: list[Annotated[int, msgspec.Meta(ge=0)]]
+
+
 class _FlatSlice_0Wire(msgspec.Struct, array_like=True, gc=False, frozen=True, tag=0):
     value: _wire.SliceWire
 
@@ -193,7 +222,9 @@ _BaseMultiModalFieldWire: TypeAlias = (
 _MultiModalKwargsItemWire: TypeAlias = dict[str, _MultiModalFieldElemWire | _wire.NonNegative]
 
 
-_MultiModalKwargsItemsWire: TypeAlias = dict[str, list[_MultiModalKwargsItemWire | None]]
+_MultiModalKwargsItemsWire: TypeAlias = dict[
+    str, list[_MultiModalKwargsItemWire | None] | _list_optional_MultiModalKwargsItem_ColumnsWire
+]
 
 
 # -- rebuild functions: domain <-> wire -------------------------------------------
@@ -726,7 +757,11 @@ def _dict_str_MultiModalFieldElem_to_wire(
 
 
 def _dict_str_list_optional_MultiModalKwargsItem_from_wire(
-    value: dict[str, list[_MultiModalKwargsItemWire | None]], ctx: _DecodeContext
+    value: dict[
+        str,
+        list[_MultiModalKwargsItemWire | None] | _list_optional_MultiModalKwargsItem_ColumnsWire,
+    ],
+    ctx: _DecodeContext,
 ) -> dict[str, list[MultiModalKwargsItem | None]]:
     entries = value
     if len(entries) > ctx.limits.max_elements:
@@ -743,9 +778,14 @@ def _dict_str_list_optional_MultiModalKwargsItem_from_wire(
 
 def _dict_str_list_optional_MultiModalKwargsItem_to_wire(
     value: dict[str, list[MultiModalKwargsItem | None]], ctx: _EncodeContext
-) -> dict[str, list[_MultiModalKwargsItemWire | None]]:
+) -> dict[
+    str, list[_MultiModalKwargsItemWire | None] | _list_optional_MultiModalKwargsItem_ColumnsWire
+]:
     entries = _b.expect_mapping(value)
-    out: dict[str, list[_MultiModalKwargsItemWire | None]] = {}
+    out: dict[
+        str,
+        list[_MultiModalKwargsItemWire | None] | _list_optional_MultiModalKwargsItem_ColumnsWire,
+    ] = {}
     key: Any = None
     in_key = False
     try:
@@ -786,8 +826,11 @@ def _list_FlatSlice_to_wire(
 
 
 def _list_optional_MultiModalKwargsItem_from_wire(
-    value: list[_MultiModalKwargsItemWire | None], ctx: _DecodeContext
+    value: list[_MultiModalKwargsItemWire | None] | _list_optional_MultiModalKwargsItem_ColumnsWire,
+    ctx: _DecodeContext,
 ) -> list[MultiModalKwargsItem | None]:
+    if isinstance(value, _list_optional_MultiModalKwargsItem_ColumnsWire):
+        return _list_optional_MultiModalKwargsItem_from_columns(value, ctx)
     items = value
     if len(items) > ctx.limits.max_elements:
         _b.check_count(len(items), ctx)
@@ -802,15 +845,18 @@ def _list_optional_MultiModalKwargsItem_from_wire(
 
 def _list_optional_MultiModalKwargsItem_to_wire(
     value: Sequence[MultiModalKwargsItem | None], ctx: _EncodeContext
-) -> list[_MultiModalKwargsItemWire | None]:
+) -> list[_MultiModalKwargsItemWire | None] | _list_optional_MultiModalKwargsItem_ColumnsWire:
     items = _b.expect_sequence(value, "a list")
-    out: list[_MultiModalKwargsItemWire | None] = []
-    try:
-        for item in items:
-            out.append(None if item is None else _MultiModalKwargsItem_to_wire(item, ctx))
-    except EncodeError as e:
-        raise e.at(f"[{len(out)}]") from None
-    return out
+    if ctx.columns and len(items) >= _columns.MIN_ITEMS:  # (a request's few items: rows)
+        try:
+            columns = _list_optional_MultiModalKwargsItem_columns(items, ctx)
+        except (EncodeError, AttributeError, TypeError):
+            # Rows raise the same error, with the value's path.
+            _list_optional_MultiModalKwargsItem_rows(items, ctx)
+            raise  # pragma: no cover - rows refuse whatever columns refuse
+        if columns is not None:
+            return columns
+    return _list_optional_MultiModalKwargsItem_rows(items, ctx)
 
 
 def _list_slice_from_wire(value: list[_wire.SliceWire], ctx: _DecodeContext) -> list[slice]:
@@ -863,6 +909,146 @@ def _tuple_slice_etc_to_wire(
     except EncodeError as e:
         raise e.at(f"[{len(out)}]") from None
     return tuple(out)
+
+
+# -- column lists: conversions of item lists laid out key by key ---------------------
+
+
+# Reads a field of many values at once (a tuple per field).
+_MultiModalFieldElem_FIELDS = _columns.fields_reader(("data", "field"))
+
+
+def _MultiModalFieldElem_assign(v_data: Any, v_field: Any) -> MultiModalFieldElem:
+    # What its __init__ does, without the call (used when _b.assigns_fields holds).
+    value: Any = object.__new__(MultiModalFieldElem)
+    value.data = v_data
+    value.field = v_field
+    return value  # type: ignore[no-any-return]
+
+
+# Builds a value from its fields, given in schema order.
+_MultiModalFieldElem_columns_new = _columns.builder(
+    MultiModalFieldElem, ("data", "field"), _MultiModalFieldElem_assign
+)
+
+
+def _MultiModalFieldElem_column_to_wire(
+    values: Sequence[MultiModalFieldElem], ctx: _EncodeContext
+) -> _MultiModalFieldElemColumnWire:
+    # Distinct values sent for the first time: a column per field. Else as rows send them.
+    seen: dict[int, Any] | None = ctx.tables[_MultiModalFieldElem_TABLE]
+    if seen is None:  # the first value of this type in the message
+        seen = {}
+        ctx.tables[_MultiModalFieldElem_TABLE] = seen
+    ids = _columns.fresh(values, seen)
+    if ids is None:
+        return _MultiModalFieldElemValuesWire(
+            _columns.references_to_column(
+                values, _MultiModalFieldElem_to_wire, _MultiModalFieldElem_TABLE, ctx
+            )
+        )
+    fields = _MultiModalFieldElem_FIELDS(values)
+    c_data = fields[0]
+    c_field = fields[1]
+    # A batch's views, distinct and new: consecutive references, one run. Else one by one.
+    w_data = ctx.fresh_refs(c_data)
+    if w_data is None:
+        w_data = []
+        for v in c_data:
+            w_data.append(None if v is None else _b.nested_tensors_to_wire(v, ctx))
+    w_field = _columns.references_to_column(
+        c_field, _BaseMultiModalField_to_wire, _BaseMultiModalField_TABLE, ctx
+    )
+    _columns.number(seen, ids)  # after their fields, in the order the decoder sees
+    return _MultiModalFieldElemFieldsWire(w_data, w_field)
+
+
+def _MultiModalFieldElem_from_fields(
+    wire: _MultiModalFieldElemFieldsWire, present: int, ctx: _DecodeContext
+) -> list[MultiModalFieldElem]:
+    # The field being converted, for the error path:
+    where = ".data"
+    try:
+        v_data = _columns.tensors_from_column(wire.data, present, _b.nested_tensors_from_wire, ctx)
+        where = ".field"
+        v_field = _columns.references_from_column(
+            wire.field,
+            present,
+            _BaseMultiModalField_from_wire,
+            _BaseMultiModalField_TABLE,
+            "BaseMultiModalField",
+            ctx,
+        )
+    except _columns.ItemError as e:
+        e.error.at(where)
+        raise
+    except DecodeError as e:
+        raise e.at(where) from None
+    values: list[Any] | None = ctx.tables[_MultiModalFieldElem_TABLE]
+    if values is None:  # the first value of this type in the message
+        values = []
+        ctx.tables[_MultiModalFieldElem_TABLE] = values
+    out = _columns.build(
+        _MultiModalFieldElem_columns_new, MultiModalFieldElem, [v_data, v_field], present
+    )
+    values.extend(out)
+    return out
+
+
+def _list_optional_MultiModalKwargsItem_rows(
+    items: Sequence[MultiModalKwargsItem | None], ctx: _EncodeContext
+) -> list[_MultiModalKwargsItemWire | None]:
+    out: list[_MultiModalKwargsItemWire | None] = []
+    try:
+        for item in items:
+            out.append(None if item is None else _MultiModalKwargsItem_to_wire(item, ctx))
+    except EncodeError as e:
+        raise e.at(f"[{len(out)}]") from None
+    return out
+
+
+def _list_optional_MultiModalKwargsItem_columns(
+    items: Sequence[MultiModalKwargsItem | None], ctx: _EncodeContext
+) -> _list_optional_MultiModalKwargsItem_ColumnsWire | None:
+    table = _columns.transpose(items, True)
+    if table is None:
+        return None
+    absent, keys, values = table
+    columns: list[_MultiModalFieldElemColumnWire] = []
+    for column in values:
+        columns.append(_MultiModalFieldElem_column_to_wire(column, ctx))
+    ctx.columns_used = True
+    return _list_optional_MultiModalKwargsItem_ColumnsWire(len(items), keys, columns, absent)
+
+
+def _list_optional_MultiModalKwargsItem_from_columns(
+    wire: _list_optional_MultiModalKwargsItem_ColumnsWire, ctx: _DecodeContext
+) -> list[MultiModalKwargsItem | None]:
+    count, keys, absent = wire.count, wire.keys, wire.absent
+    present = _columns.check(count, absent, keys, wire.columns, ctx, True)
+    columns: list[list[MultiModalFieldElem]] = []
+    try:
+        for column in wire.columns:
+            if isinstance(column, _MultiModalFieldElemValuesWire):
+                columns.append(
+                    _columns.references_from_column(
+                        column.values,
+                        present,
+                        _MultiModalFieldElem_from_wire,
+                        _MultiModalFieldElem_TABLE,
+                        "MultiModalFieldElem",
+                        ctx,
+                    )
+                )
+            else:
+                columns.append(_MultiModalFieldElem_from_fields(column, present, ctx))
+    except _columns.ItemError as e:
+        raise e.located(absent, keys[len(columns)]) from None
+    except DecodeError as e:
+        raise e.at(f"[{keys[len(columns)]!r}]") from None
+    return _columns.items(
+        count, absent, keys, columns, MultiModalKwargsItem, _MultiModalKwargsItem_new
+    )
 
 
 # -- public API ---------------------------------------------------------------------

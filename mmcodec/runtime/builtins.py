@@ -239,6 +239,17 @@ def expect_mapping(value: object) -> Any:
     return read(value)
 
 
+def mapping_reader(kind: type) -> Callable[[Any], Any] | None:
+    """What :func:`expect_mapping` does with a value of class ``kind`` (returns its
+    argument for a dict), or None for a class that is no mapping."""
+    if issubclass(kind, dict):
+        return _itself
+    read = _ENTRIES.get(kind)
+    if read is None:
+        read = _ENTRIES[kind] = _entries_of(kind)
+    return None if read is _not_a_mapping else read
+
+
 def _entries_of(kind: type) -> Callable[[Any], Any]:
     if issubclass(kind, UserDict):
         return _user_dict_data
@@ -389,6 +400,7 @@ __all__ = [
     "expect_uint",
     "identity",
     "mapping_builder",
+    "mapping_reader",
     "nested_tensors_from_wire",
     "nested_tensors_to_wire",
     "not_a_member",

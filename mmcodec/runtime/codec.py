@@ -43,6 +43,7 @@ from mmcodec.runtime.tensors import (
 )
 from mmcodec.runtime.wire import (
     MAGIC,
+    ROWS_WIRE_VERSION,
     WIRE_VERSION,
     Envelope,
     EnvelopeHead,
@@ -177,15 +178,16 @@ class SchemaCodec:
         ctx = EncodeContext(limits.max_depth)
         try:
             body = named.to_wire(obj, ctx)
-            runs, refs, frames = plan_payloads(ctx.tensors, inline_threshold, limits)
+            runs, refs, frames = plan_payloads(ctx.tensors, inline_threshold, limits, ctx.hints)
         except TensorEncodeError as e:
             # Rebuild once more, failing at the bad tensor, to name the value that holds it.
-            named.to_wire(obj, LocateContext(e, limits.max_depth))
+            named.to_wire(obj, LocateContext(e, ctx.tensors[e.ref], limits.max_depth))
             raise EncodeError(e.message) from None  # pragma: no cover - the rebuild raised
         except RecursionError:
             raise EncodeError("value nested too deeply to encode") from None
+        version = WIRE_VERSION if ctx.columns_used else ROWS_WIRE_VERSION
         envelope = _EnvelopeOut(
-            MAGIC, WIRE_VERSION, self.schema, self.major, named.name, runs, refs, body
+            MAGIC, version, self.schema, self.major, named.name, runs, refs, body
         )
         try:
             header = _ENCODER.encode(envelope)
@@ -193,7 +195,14 @@ class SchemaCodec:
             raise EncodeError(f"cannot encode header: {e}") from None
         if len(header) > limits.max_elements:
             # Only a header this large can hold a container a receiver finds too long.
-            _check_container_lengths(header, named, limits.max_elements)
+            # Columns hold no container longer than the rows they stand for, and rows
+            # name the value: check the body as rows.
+            if ctx.columns_used:
+                rows = named.to_wire(obj, EncodeContext(limits.max_depth, columns=False))
+                envelope.body = rows
+                _check_container_lengths(_ENCODER.encode(envelope), named, limits.max_elements)
+            else:
+                _check_container_lengths(header, named, limits.max_elements)
         _check_frames(len(header), frames, limits)
         return [memoryview(header), *frames]
 

@@ -153,6 +153,8 @@ def _walk(
             out += f"[{key!r}]"
             info, value = info.value_type, value[key]
             continue
+        if isinstance(info, mi.StructType) and not info.array_like:
+            return out, info, value  # inside a column list: the list's path
         if index_text == "..." or not index_text:
             return None
         index = int(index_text)
@@ -180,12 +182,21 @@ def _resolve_union(info: mi.Type, value: Any) -> mi.Type:
     while isinstance(info, mi.UnionType):
         candidates = [t for t in info.types if not isinstance(t, mi.NoneType)]
         if isinstance(value, dict):
-            mappings = [t for t in candidates if isinstance(t, mi.DictType)]
+            # A mapping, or a struct sent as a map (a column list beside its rows' list).
+            mappings = [
+                t
+                for t in candidates
+                if isinstance(t, mi.DictType) or (isinstance(t, mi.StructType) and not t.array_like)
+            ]
             if len(mappings) == 1:
                 info = mappings[0]
                 continue
         if isinstance(value, list) and value:
-            tagged = [t for t in candidates if isinstance(t, mi.StructType) and t.tag == value[0]]
+            tagged = [
+                t
+                for t in candidates
+                if isinstance(t, mi.StructType) and t.tag is not None and t.tag == value[0]
+            ]
             if tagged:
                 info = tagged[0]
                 continue

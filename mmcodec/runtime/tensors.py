@@ -45,6 +45,8 @@ _MAX_DIM = (1 << 63) - 1
 
 _STRIDED = torch.strided
 _Tensor = torch.Tensor
+_is = operator.is_
+_repeat = itertools.repeat
 
 
 def _prime_readonly_warning() -> None:
@@ -111,15 +113,22 @@ class EncodeContext(_Tables):
     stable: the object being encoded keeps every value alive.
     """
 
-    __slots__ = ("ids", "max_depth", "tensors")
+    __slots__ = ("columns", "columns_used", "hints", "ids", "max_depth", "tensors")
     _new_table = dict
 
-    def __init__(self, max_depth: int) -> None:
+    def __init__(self, max_depth: int, columns: bool = True) -> None:
         self.tables = [None] * _tables_reserved
         self.tensors: list[torch.Tensor] = []
         self.ids: dict[int, int] = {}
         """id(tensor) -> its reference; the list of tensors keeps every id unique."""
         self.max_depth = max_depth
+        self.columns = columns
+        """Whether item lists may travel as columns (see mmcodec.runtime.columns)."""
+        self.columns_used = False
+        """Whether one did: the message then needs wire version 3."""
+        self.hints: list[tuple[int, int]] = []
+        """(first reference, count) of tensors registered together (:meth:`fresh_refs`):
+        a column of a batch's views, which the planner tries as one run first."""
 
     def ref(self, value: object) -> int:
         """Register a tensor and return its reference (the same one for the same object)."""
@@ -133,6 +142,27 @@ class EncodeContext(_Tables):
             self.tensors.append(value)
         return ref
 
+    def fresh_refs(self, values: Sequence[object]) -> list[Any] | None:
+        """Register ``values`` as consecutive references, if they are distinct tensors
+        (exactly ``torch.Tensor``) none of which is registered yet; their references, or
+        None (and nothing registered). C-level passes instead of a call per tensor."""
+        if not all(map(_is, map(type, values), _repeat(_Tensor))):
+            return None
+        ids = list(map(id, values))
+        known = self.ids
+        if not known.keys().isdisjoint(ids):
+            return None
+        before, first = len(known), len(self.tensors)
+        refs = range(first, first + len(ids))
+        known.update(zip(ids, refs, strict=True))
+        if len(known) != before + len(ids):  # one tensor twice: undo, they go one by one
+            for key in ids:
+                known.pop(key, None)
+            return None
+        self.tensors.extend(values)  # type: ignore[arg-type]
+        self.hints.append((first, len(ids)))
+        return list(refs)
+
 
 class TensorEncodeError(EncodeError):
     """The planner rejected tensor ``ref``; the codec re-runs the rebuild to find its path."""
@@ -143,20 +173,18 @@ class TensorEncodeError(EncodeError):
 
 
 class LocateContext(EncodeContext):
-    """Re-runs an encode and fails where tensor ``error.ref`` is first referenced.
+    """Re-runs an encode as rows and fails where ``tensor`` (the one the planner refused)
+    is first referenced; the rebuild's error handling adds its path."""
 
-    Rebuilding registers tensors in the same order every time, so the bad tensor gets
-    the same reference number, and the rebuild's error handling adds its path.
-    """
+    __slots__ = ("error", "tensor")
 
-    __slots__ = ("error",)
-
-    def __init__(self, error: TensorEncodeError, max_depth: int) -> None:
-        super().__init__(max_depth)
+    def __init__(self, error: TensorEncodeError, tensor: object, max_depth: int) -> None:
+        super().__init__(max_depth, columns=False)  # rows: every reference has its own path
         self.error = error
+        self.tensor = tensor
 
     def ref(self, value: object) -> int:
-        if id(value) not in self.ids and len(self.tensors) == self.error.ref:
+        if value is self.tensor:
             raise EncodeError(self.error.message)
         return super().ref(value)
 
@@ -184,7 +212,10 @@ def _normalize(t: torch.Tensor) -> tuple[torch.Tensor, DtypeInfo]:
 
 
 def plan_payloads(
-    tensors: Sequence[torch.Tensor], inline_threshold: int, limits: Limits = DEFAULT_LIMITS
+    tensors: Sequence[torch.Tensor],
+    inline_threshold: int,
+    limits: Limits = DEFAULT_LIMITS,
+    hints: Sequence[tuple[int, int]] = (),
 ) -> tuple[list[TensorRun], list[int], list[Frame]]:
     """Lay tensors out as runs and frames. Returns (runs, refs, frames after the header).
 
@@ -194,6 +225,9 @@ def plan_payloads(
 
     This runs once per distinct tensor, so it reads each tensor's metadata once and
     keeps per-tensor work to plain tuples (torch attribute reads cost ~50 ns each).
+    ``hints`` are (first reference, count) of tensors registered together, a column of a
+    batch's views (:meth:`EncodeContext.fresh_refs`): each is tried as one run first, its
+    metadata read in C-level passes.
     """
     most, name = limits.max_tensors, "max_tensors"
     if limits.max_elements < most:  # not min(): its argument parsing costs more
@@ -203,27 +237,22 @@ def plan_payloads(
             f"a message of more than {most} tensors exceeds the receiver's limit ({name})",
             most,
         )
-    # 1. Each tensor as a contiguous CPU tensor of a wire dtype, where its bytes lie.
-    placed: list[_Placed] = []
-    for ref, t in enumerate(tensors):
-        info = BY_TORCH.get(t.dtype)
-        try:
-            if info is not None and t.is_cpu and t.is_contiguous():
-                placed.append((t.data_ptr(), t.nbytes, ref, t, info, t.shape))
-                continue
-        except (RuntimeError, NotImplementedError):
-            pass  # sparse and nested layouts raise: _normalize says what is wrong
-        try:
-            t, info = _normalize(t)
-        except EncodeError as e:
-            raise TensorEncodeError(e.message, ref) from None
-        placed.append((t.data_ptr(), t.nbytes, ref, t, info, t.shape))
-    if _apart(placed):
-        return _one_run_per_tensor(placed, inline_threshold, limits.max_ndim)
+    # 1. Each tensor as a contiguous CPU tensor of a wire dtype, where its bytes lie; each
+    #    hinted column as one unit when every one of them is a batch's back-to-back views.
+    placed = _with_units(tensors, hints, limits.max_ndim) if hints else None
+    if placed is not None:
+        if _apart(placed):
+            return _one_run_per_unit(placed, inline_threshold, limits.max_ndim)
+        placed = _each_tensor(placed, tensors)
+    else:
+        placed = []
+        _place(tensors, 0, len(tensors), placed)
+        if _apart(placed):
+            return _one_run_per_unit(placed, inline_threshold, limits.max_ndim)
 
     # 2. Group by (storage address, dtype): the candidates for runs.
     groups: dict[tuple[int, str], list[tuple[int, int, torch.Tensor, torch.Size]]] = {}
-    for address, _, ref, t, info, shape in placed:
+    for address, _, ref, t, info, shape, _ in placed:
         # Where the storage starts, without untyped_storage(), which makes a Python object.
         # (An int for the CPU tensors placed here: only symbolic tracing gives a SymInt.)
         base: int = address - t.storage_offset() * info.itemsize  # type: ignore[assignment]
@@ -297,18 +326,124 @@ def plan_payloads(
     return wire_runs, [] if identity else position_of_ref, frames
 
 
-_Placed = tuple[int, int, int, torch.Tensor, DtypeInfo, torch.Size]
-"""A tensor as the planner sees it: (address, bytes, reference, tensor, dtype, shape)."""
+_Placed = tuple[int, int, int, torch.Tensor, DtypeInfo, torch.Size, int]
+"""A unit as the planner sees it: (address, bytes, first reference, first tensor, dtype,
+shape of one tensor, count): one tensor, or a hinted column of ``count`` back-to-back
+tensors of one storage (references ``first`` to ``first + count - 1``)."""
+
+
+def _place(tensors: Sequence[torch.Tensor], start: int, end: int, placed: list[_Placed]) -> None:
+    """Append tensors ``start`` to ``end - 1`` as units of one."""
+    for ref in range(start, end):
+        t = tensors[ref]
+        info = BY_TORCH.get(t.dtype)
+        try:
+            if info is not None and t.is_cpu and t.is_contiguous():
+                placed.append((t.data_ptr(), t.nbytes, ref, t, info, t.shape, 1))
+                continue
+        except (RuntimeError, NotImplementedError):
+            pass  # sparse and nested layouts raise: _normalize says what is wrong
+        try:
+            t, info = _normalize(t)
+        except EncodeError as e:
+            raise TensorEncodeError(e.message, ref) from None
+        placed.append((t.data_ptr(), t.nbytes, ref, t, info, t.shape, 1))
+
+
+_IS_CPU = operator.attrgetter("is_cpu")
+_DTYPE = operator.attrgetter("dtype")
+_SHAPE = operator.attrgetter("shape")
+_IS_CONTIGUOUS = torch.Tensor.is_contiguous
+_DATA_PTR = torch.Tensor.data_ptr
+
+
+def _with_units(
+    tensors: Sequence[torch.Tensor], hints: Sequence[tuple[int, int]], max_ndim: int
+) -> list[_Placed] | None:
+    """The tensors placed with each hinted column as one unit, or None as soon as one is
+    not (a unit pays only when every column is one: see :func:`_apart`)."""
+    units: list[_Placed] = []
+    for first, count in hints:
+        unit = _column_unit(tensors, first, count, max_ndim)
+        if unit is None:
+            return None
+        units.append(unit)
+    placed: list[_Placed] = []
+    start = 0
+    for unit in units:
+        _place(tensors, start, unit[2], placed)
+        placed.append(unit)
+        start = unit[2] + unit[6]
+    _place(tensors, start, len(tensors), placed)
+    return placed
+
+
+def _column_unit(
+    tensors: Sequence[torch.Tensor], first: int, count: int, max_ndim: int
+) -> _Placed | None:
+    """Tensors ``first`` to ``first + count - 1`` as one unit, if they are contiguous CPU
+    tensors of one wire dtype (not bool: its bytes are checked per tensor) and one shape,
+    back to back in this order inside one storage; else None (they are placed one by one).
+
+    The checks of :func:`_place`, each in one C-level pass over the column.
+    """
+    column = tensors[first : first + count]
+    head = column[0]
+    dtype, shape = head.dtype, head.shape
+    info = BY_TORCH.get(dtype)
+    if info is None or info is _BOOL or len(shape) > max_ndim:
+        return None
+    try:  # the last tensor first: a flat field's views differ in shape (~0.3 us a read)
+        last = column[-1]
+        if last.shape != shape or last.data_ptr() - head.data_ptr() != (count - 1) * (
+            info.itemsize * _numel(shape)
+        ):
+            return None
+        if list(map(_SHAPE, column)).count(shape) != count:
+            return None
+        if list(map(_DTYPE, column)).count(dtype) != count:
+            return None
+        if not (all(map(_IS_CPU, column)) and all(map(_IS_CONTIGUOUS, column))):
+            return None
+        addresses = list(map(_DATA_PTR, column))
+    except (RuntimeError, NotImplementedError):
+        return None
+    nbytes = info.itemsize * _numel(shape)
+    address = addresses[0]
+    end = address + count * nbytes
+    if not nbytes or addresses != list(range(address, end, nbytes)):
+        return None
+    # Storages can lie back to back: the frame must be inside the one that keeps it alive.
+    storage = head.untyped_storage()
+    base = storage.data_ptr()
+    if address < base or end > base + storage.nbytes():
+        return None
+    return address, end - address, first, head, info, shape, count
+
+
+def _each_tensor(placed: list[_Placed], tensors: Sequence[torch.Tensor]) -> list[_Placed]:
+    """The units with each column split into its tensors (for the general layout)."""
+    out: list[_Placed] = []
+    for unit in placed:
+        address, nbytes, first, _, info, shape, count = unit
+        if count == 1:
+            out.append(unit)
+            continue
+        size = nbytes // count
+        for index in range(count):
+            ref = first + index
+            out.append((address + index * size, size, ref, tensors[ref], info, shape, 1))
+    return out
 
 
 def _apart(placed: list[_Placed]) -> bool:
-    """Whether no two tensors' bytes overlap or touch (nor sit at one address, as empty
+    """Whether no two units' bytes overlap or touch (nor sit at one address, as empty
     tensors can): then nothing can be merged or sent once, whatever the storages."""
     if len(placed) == 1:
         return True
     ordered = sorted(placed, key=_address)
     end = -1
-    for address, nbytes, _, _, _, _ in ordered:
+    for address, nbytes, _, _, _, _, _ in ordered:
         if address <= end or not nbytes:
             return False
         end = address + nbytes
@@ -318,25 +453,25 @@ def _apart(placed: list[_Placed]) -> bool:
 _address = operator.itemgetter(0)
 
 
-def _one_run_per_tensor(
+def _one_run_per_unit(
     placed: list[_Placed], inline_threshold: int, max_ndim: int
 ) -> tuple[list[TensorRun], list[int], list[Frame]]:
-    """The common case of large payloads: no tensor's bytes touch another's.
+    """The common case: no unit's bytes touch another's.
 
-    The general path's layout for such tensors (one run and one region each), numbered
+    The general path's layout for such units (one run and one region each), numbered
     in reference order so that no refs table travels, with none of its bookkeeping and
     no storage lookups: this is most of the fixed cost of a message.
     """
     runs: list[TensorRun] = []
     frames: list[Frame] = []
-    for address, nbytes, ref, tensor, info, shape in placed:
+    for address, nbytes, ref, tensor, info, shape, count in placed:
         if len(shape) > max_ndim or info is _BOOL:
-            _check_leaf([(0, ref, tensor, shape)], info, max_ndim)
+            _check_leaf([(0, ref, tensor, shape)], info, max_ndim)  # units of one: see above
         if nbytes < inline_threshold:
-            runs.append(TensorRun(info.name, list(shape), _copy_bytes(address, nbytes)))
+            runs.append(TensorRun(info.name, list(shape), _copy_bytes(address, nbytes), 0, count))
         else:
             frames.append(_view_bytes(tensor, address, nbytes))
-            runs.append(TensorRun(info.name, list(shape), len(frames)))
+            runs.append(TensorRun(info.name, list(shape), len(frames), 0, count))
     return runs, [], frames
 
 

@@ -14,7 +14,16 @@ import msgspec
 from mmcodec.runtime.errors import DecodeError
 
 MAGIC = "mmc"
-WIRE_VERSION = 2
+WIRE_VERSION = 3
+"""The newest wire format: version 2 and column lists (mmcodec.runtime.columns).
+
+An encoder writes the oldest version that holds its message: 3 when it laid out an item
+list as columns, else 2, which decoders of version 2 read too. A decoder reads both
+(:data:`WIRE_VERSIONS`): the bytes of a version 2 message mean the same in version 3."""
+ROWS_WIRE_VERSION = 2
+"""The version of messages without column lists."""
+WIRE_VERSIONS = (ROWS_WIRE_VERSION, WIRE_VERSION)
+"""The versions this runtime reads."""
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0, extra={"mmcodec": "reference"})]
 """A reference by position: to a tensor, or back to a value sent earlier.
@@ -71,10 +80,10 @@ def check_format(head: Any) -> None:
     """An envelope's magic and wire version (``head``: any object with those fields)."""
     if head.magic != MAGIC:
         raise DecodeError(f"frame 0 is not an mmcodec header (magic {head.magic!r})")
-    if head.wire_version != WIRE_VERSION:
+    if head.wire_version not in WIRE_VERSIONS:
         raise DecodeError(
             f"wire format version {head.wire_version} is not supported "
-            f"(this decoder reads version {WIRE_VERSION})"
+            f"(this decoder reads versions {ROWS_WIRE_VERSION} to {WIRE_VERSION})"
         )
 
 
@@ -89,7 +98,7 @@ def typed_envelope(schema: str, major: int, name: str, body_type: object) -> typ
     """
     types: dict[str, Any] = {
         "magic": Literal[MAGIC],
-        "wire_version": Literal[WIRE_VERSION],
+        "wire_version": Literal[WIRE_VERSIONS],
         "schema": Literal[schema],
         "major": Literal[major],
         "root": Literal[name],

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -10,10 +11,33 @@ import numpy as np
 import torch
 
 from mmcodec.generated import multimodal as mm
+from mmcodec.runtime import codec as codec_module
 from mmcodec.runtime.dtypes import BY_NAME
+from mmcodec.runtime.tensors import EncodeContext
 from mmcodec.runtime.wire import Envelope
 
 DTYPE_NAMES: tuple[str, ...] = tuple(BY_NAME)
+
+
+class _RowsContext(EncodeContext):
+    """An encoder context that lays out every item list as rows."""
+
+    def __init__(self, max_depth: int, columns: bool = False) -> None:
+        super().__init__(max_depth, columns=False)
+
+
+@contextlib.contextmanager
+def rows_only() -> Iterator[None]:
+    """Within it, encoders write every item list as rows (wire version 2), as encoders did
+    before column lists: the messages an older sender sends, and the layout the tests that
+    edit a message's rows expect. Not thread-safe (tests only)."""
+    names = codec_module.__dict__  # the name SchemaCodec.encode looks up
+    original = names["EncodeContext"]
+    names["EncodeContext"] = _RowsContext
+    try:
+        yield
+    finally:
+        names["EncodeContext"] = original
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:

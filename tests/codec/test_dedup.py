@@ -172,24 +172,35 @@ def test_shared_data_across_64_items_costs_one_payload() -> None:
         assert item["embedding"].data is first["embedding"].data
 
 
-def test_an_element_in_every_item_travels_once_and_comes_back_as_one_object() -> None:
-    batch, config = _design_batch(4)
+@pytest.mark.parametrize("n", [4, 16], ids=["rows", "columns"])
+def test_an_element_in_every_item_travels_once_and_comes_back_as_one_object(n: int) -> None:
+    batch, config = _design_batch(n)
     items = mm.MultiModalKwargsItems.from_hf_inputs(batch, config)
     shared = [item["embedding"] for item in items["image"] if item is not None]
     assert all(elem is shared[0] for elem in shared)  # from_hf_inputs, as in vLLM
     frames = mm.encode(items)
-    body = header(frames).body
-    wire_items = msgspec.msgpack.decode(body)["image"]
-    # The first item sends the element; later ones its index among elements sent so far
-    # (numbered in the order they were completed: grid 0, pixels 1, embedding 2, scale 3).
-    assert isinstance(wire_items[0]["embedding"], list)
-    assert [wire["embedding"] for wire in wire_items[1:]] == [2, 2, 2]
-    assert [wire["scale"] for wire in wire_items[1:]] == [3, 3, 3]
-    assert all(isinstance(wire["pixel_values"], list) for wire in wire_items)
+    wire_items = msgspec.msgpack.decode(header(frames).body)["image"]
+    if n == 4:  # rows: fewer than 16 items
+        # The first item sends the element; later ones its index among elements sent
+        # so far (numbered as completed: grid 0, pixels 1, embedding 2, scale 3).
+        assert isinstance(wire_items[0]["embedding"], list)
+        assert [wire["embedding"] for wire in wire_items[1:]] == [2, 2, 2]
+        assert [wire["scale"] for wire in wire_items[1:]] == [3, 3, 3]
+        assert all(isinstance(wire["pixel_values"], list) for wire in wire_items)
+    else:
+        # As columns: the grid's and the pixels' new elements are numbered 0-15 and 16-31
+        # after their fields; the shared element is sent once in a values column (32),
+        # then referred to by index, and so is the scale (33).
+        keys = wire_items["keys"]
+        columns = dict(zip(keys, wire_items["columns"], strict=True))
+        assert [columns[key][0] for key in keys] == [1, 1, 0, 0]
+        embedding, scale = columns["embedding"][1], columns["scale"][1]
+        assert isinstance(embedding[0], list) and embedding[1:] == [32] * 15
+        assert isinstance(scale[0], list) and scale[1:] == [33] * 15
     decoded = mm.decode(frames, mm.MultiModalKwargsItems)
     assert_items_equal(decoded, items)
     elems = [item["embedding"] for item in decoded["image"] if item is not None]
-    assert len(elems) == 4 and all(elem is elems[0] for elem in elems)
+    assert len(elems) == n and all(elem is elems[0] for elem in elems)
 
 
 def test_equal_but_distinct_elements_both_travel() -> None:

@@ -163,12 +163,16 @@ def test_a_newer_wire_format_version_is_refused() -> None:
     frames = mm.encode(mm.PlaceholderRange(1, 2))
     envelope = msgspec.msgpack.decode(frames[0])
     assert envelope[:5] == ["mmc", 2, "multimodal", 1, "PlaceholderRange"]
-    for other in (3, 1):  # a newer one, and version 1 (before struct back-references)
+    # A newer one, version 1 (before struct back-references), and 0.
+    for other in (4, 1, 0):
         envelope[1] = other
         error = _error(mm.decode, [msgspec.msgpack.encode(envelope)], mm.PlaceholderRange)
         assert str(error) == (
-            f"$: wire format version {other} is not supported (this decoder reads version 2)"
+            f"$: wire format version {other} is not supported (this decoder reads versions 2 to 3)"
         )
+    envelope[1] = 3  # a message without column lists reads the same as version 3
+    decoded = mm.decode([msgspec.msgpack.encode(envelope)], mm.PlaceholderRange)
+    assert decoded == mm.PlaceholderRange(1, 2)
 
 
 def test_decoding_as_a_type_of_another_schema_is_a_usage_error(codecs: Codecs) -> None:

@@ -19,7 +19,7 @@ import torch
 from mmcodec.generated import multimodal as mm
 from mmcodec.runtime import framing
 from mmcodec.runtime.tensors import EAGER_TENSORS, build_tensors, check_runs
-from tests.codec.helpers import assert_items_equal, assert_tensor_equal, inside
+from tests.codec.helpers import assert_items_equal, assert_tensor_equal, inside, rows_only
 from tests.codec.helpers import header as header_of
 from tests.security.samples import HEAD_BODY, HEAD_TENSORS, RUN_DATA, header, with_header
 
@@ -65,9 +65,10 @@ def _some_of_the_second_run(index: int) -> bool:
 
 
 def _partial(items: mm.MultiModalKwargsItems, keep: Keep) -> tuple[list[bytes], Any]:
-    """The message of ``items`` with the items ``keep`` rejects left out of its body (as
-    None, so the tensors stay declared and sent), and the value it then stands for."""
-    frames = mm.encode(items)
+    """The message of ``items`` (as rows) with the items ``keep`` rejects left out of its body
+    (as None, so the tensors stay declared and sent), and the value it then stands for."""
+    with rows_only():
+        frames = mm.encode(items)
     envelope = header(frames)
     body = envelope[HEAD_BODY]
     body["image"] = [wire if keep(i) else None for i, wire in enumerate(body["image"])]

@@ -40,6 +40,52 @@ def _tree() -> f.Node:
     )
 
 
+def _cell_rows(count: int, keys: tuple[str, ...] = ("pixels", "grid")) -> list[f.CellRow]:
+    """Items that share their keys, as a processor builds them: each key's values are views
+    of one batch tensor, and every item refers to one Reading object (sent once)."""
+    batch = torch.arange(len(keys) * count * 3, dtype=torch.float32).reshape(len(keys), count, 3)
+    reading = f.Sample(value=0.5)
+    return [
+        f.CellRow(
+            {
+                key: f.Cell(
+                    values=batch[k][i],
+                    extra=[torch.full((2,), float(i)), i] if i % 2 else None,
+                    reading=reading,
+                    index=i,
+                    label=f"{key}-{i}",
+                    note="" if i else "first",
+                )
+                for k, key in enumerate(keys)
+            }
+        )
+        for i in range(count)
+    ]
+
+
+def _cell_table_columns() -> f.CellTable:
+    # 16 items or more present: column lists (fewer travel as rows).
+    rows = _cell_rows(20)
+    return f.CellTable(rows=[rows[0], None, *rows[1:16], None], dense=rows[2:18])
+
+
+def _cell_table_rows() -> f.CellTable:
+    # Keys in another order in the second item, and a list of one item: rows.
+    first, second = _cell_rows(2)
+    swapped = f.CellRow(reversed(list(second.items())))
+    return f.CellTable(rows=[first, swapped], dense=_cell_rows(1))
+
+
+def _cell_table_shared_cells() -> f.CellTable:
+    # The same Cell in every item (a values column), readings that differ per item.
+    shared = f.Cell(values=torch.ones(2), extra=None, reading=1.5, index=0, label="s")
+    rows = [
+        f.CellRow({"same": shared, "own": f.Cell(torch.zeros(1), 7, float(i), i, "o")})
+        for i in range(16)
+    ]
+    return f.CellTable(rows=[None, *rows], dense=rows)
+
+
 # (name, type the value is decoded as, value); the name is the pytest id.
 CASES: list[tuple[str, Any, Any]] = [
     ("defaults-all-default", f.Defaults, f.Defaults(required="only this")),
@@ -137,6 +183,11 @@ CASES: list[tuple[str, Any, Any]] = [
     ("lit", f.Lit, f.Lit(value=0)),
     ("add", f.Add, f.Add(left=f.Lit(value=1), right=_expr())),
     ("neg", f.Neg, f.Neg(operand=f.Lit(value=9))),
+    ("cell", f.Cell, f.Cell(values=torch.ones(3), extra=None, reading=2.0, index=1, label="c")),
+    ("cell-row", f.CellRow, _cell_rows(1)[0]),
+    ("cell-table-columns", f.CellTable, _cell_table_columns()),
+    ("cell-table-rows", f.CellTable, _cell_table_rows()),
+    ("cell-table-shared-cells", f.CellTable, _cell_table_shared_cells()),
     (
         "drawing",
         f.Drawing,

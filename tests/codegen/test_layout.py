@@ -235,8 +235,19 @@ def _shapes(rng: random.Random) -> list[Callable[[], str]]:
     def ors() -> str:
         return " or ".join(f"type(wire) is _{n()}Wire" for _ in range(rng.randint(1, 4)))
 
+    def names() -> str:
+        chosen = [f'"{f()}"' for _ in range(rng.randint(1, 6))]
+        return f"({chosen[0]},)" if len(chosen) == 1 else f"({', '.join(chosen)})"
+
+    def values() -> str:
+        return ", ".join(f"v_{f()}" for _ in range(rng.randint(1, 6)))
+
     x = f()
     return [
+        lambda: f"_{n()}_FIELDS = _columns.fields_reader({names()})",
+        lambda: f"_{n()}_columns_new = _columns.builder({n()}, {names()}, _{n()}_assign)",
+        lambda: f"    out = _columns.build(_{n()}_new, {n()}, [{values()}], present)",
+        lambda: f"    return _{n()}FieldsWire({values()})",
         lambda: (
             "        return "
             + " and ".join(f"_b.values_equal(self.{a}, other.{a})" for a in fields())

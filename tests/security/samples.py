@@ -123,6 +123,36 @@ def runs_and_dtypes() -> mm.MultiModalKwargsItems:
     return mm.MultiModalKwargsItems.from_hf_inputs(batch, config)
 
 
+def column_list() -> mm.MultiModalKwargsItems:
+    """17 images, the third None: enough present items (16) to travel as a column list
+    (docs/wire-format.md#column-lists): batched views of one storage, a flat field's slices
+    (one FlatField object), a shared tensor (one element in every item), and nested data
+    that is None, a tensor or a tuple by item."""
+    g = _gen(4)
+    n = 16
+    sizes = torch.tensor([1 + i % 3 for i in range(n)])
+    batch: dict[str, mm.NestedTensors] = {
+        "pixels": torch.randn(int(sizes.sum()), 64, generator=g).to(torch.bfloat16),  # a frame
+        "grid": torch.randint(0, 64, (n, 3), generator=g),
+        "token": torch.tensor(151655),
+    }
+    config = {
+        "pixels": mm.MultiModalFieldConfig.flat_from_sizes("image", sizes),
+        "grid": mm.MultiModalFieldConfig.batched("image"),
+        "token": mm.MultiModalFieldConfig.shared("image", n),
+    }
+    items = mm.MultiModalKwargsItems.from_hf_inputs(batch, config)
+    image = list(items["image"])
+    mixed = mm.BatchedField()
+    for i, item in enumerate(image):
+        assert item is not None
+        data: mm.NestedTensors | None = None if i % 4 == 0 else torch.full((2,), float(i))
+        if i % 4 == 3:
+            data = (torch.ones(1, dtype=torch.int8), i)
+        item["mixed"] = mm.MultiModalFieldElem(data, mixed)
+    return mm.MultiModalKwargsItems({"image": [*image[:2], None, *image[2:]]})
+
+
 SampleFactory = Callable[[], Any]
 
 SAMPLES: dict[str, tuple[type[Any], SampleFactory]] = {
@@ -130,6 +160,7 @@ SAMPLES: dict[str, tuple[type[Any], SampleFactory]] = {
     "nested_item": (mm.MultiModalKwargsItem, nested_item),
     "feature_spec": (mm.MultiModalFeatureSpec, feature_spec),
     "runs_and_dtypes": (mm.MultiModalKwargsItems, runs_and_dtypes),
+    "column_list": (mm.MultiModalKwargsItems, column_list),
 }
 
 

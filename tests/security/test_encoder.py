@@ -390,6 +390,14 @@ LIMITS = [
 
 
 REFUSED = {
+    # A column list numbers tensors key by key: the first past the limit is an image's
+    # pixels (the third item is None).
+    ("column_list", 1): "$['image'][4]['pixels'].data: a message of more than 3 tensors "
+    "exceeds the receiver's limit (max_elements)",
+    ("column_list", 2): "$: header of 1322 bytes exceeds the receiver's limit of 300 "
+    "(max_header_bytes)",
+    ("column_list", 3): "$['image'][6]['pixels'].data: a message of more than 5 tensors "
+    "exceeds the receiver's limit (max_elements)",
     ("feature_spec", 3): "$.data['input_features'].data: 2 dimensions exceed the receiver's "
     "limit of 1 (max_ndim)",
     ("kwargs_items", 1): "$['image'][0]['image_token_id'].data: a message of more than 3 "

@@ -20,6 +20,7 @@ import torch
 
 from mmcodec.generated import multimodal as mm
 from mmcodec.runtime import errors
+from tests.codec.helpers import rows_only
 from tests.security.samples import (
     HEAD_BODY,
     HEAD_MAGIC,
@@ -67,8 +68,10 @@ def assert_rejected(frames: Any, path: str, message: str, **kwargs: Any) -> None
 
 @pytest.fixture(scope="module")
 def frames() -> list[bytes]:
-    """The kwargs_items sample: header, a bf16 pixel frame, a bool mask frame."""
-    return [bytes(f) for f in mm.encode(kwargs_items())]
+    """The kwargs_items sample, as rows (wire version 2; tests/security/test_column_lists.py
+    edits column lists): header, a bf16 pixel frame, a bool mask frame."""
+    with rows_only():
+        return [bytes(f) for f in mm.encode(kwargs_items())]
 
 
 def ref(envelope: list[Any], item: int, key: str) -> int:
@@ -266,13 +269,18 @@ def test_runs_may_use_payload_frames_in_any_order(frames: list[bytes]) -> None:
         (HEAD_MAGIC, "", "frame 0 is not an mmcodec header (magic '')"),
         (
             HEAD_WIRE,
-            3,
-            "wire format version 3 is not supported (this decoder reads version 2)",
+            4,
+            "wire format version 4 is not supported (this decoder reads versions 2 to 3)",
+        ),
+        (
+            HEAD_WIRE,
+            1,
+            "wire format version 1 is not supported (this decoder reads versions 2 to 3)",
         ),
         (
             HEAD_WIRE,
             0,
-            "wire format version 0 is not supported (this decoder reads version 2)",
+            "wire format version 0 is not supported (this decoder reads versions 2 to 3)",
         ),
         (
             HEAD_SCHEMA,
@@ -725,7 +733,8 @@ def test_shared_back_reference_cannot_change_a_values_type() -> None:
     # Item 1 refers back to item 0's field variants by index. Each union type numbers
     # its own values, so any in-range index gives a field variant (never a FlatSlice,
     # which is another union's value), and an index past them is rejected.
-    frames_ = [bytes(f) for f in mm.encode(kwargs_items())]
+    with rows_only():
+        frames_ = [bytes(f) for f in mm.encode(kwargs_items())]
     envelope = header(frames_)
     item1 = envelope[HEAD_BODY]["image"][1]
     assert item1["image_grid_thw"][1][0] == -1  # a back-reference
@@ -746,7 +755,8 @@ def test_struct_back_reference_must_name_a_value_already_sent() -> None:
     # Elements are numbered as they complete; item 1's shared element refers back to
     # item 0's by index. Any index among the elements sent before the reference gives
     # an element; one past them, or a negative one, is rejected with its path.
-    frames_ = [bytes(f) for f in mm.encode(kwargs_items())]
+    with rows_only():
+        frames_ = [bytes(f) for f in mm.encode(kwargs_items())]
     envelope = header(frames_)
     item0, item1 = envelope[HEAD_BODY]["image"][:2]
     key = next(k for k, wire in item1.items() if isinstance(wire, int))
@@ -810,7 +820,8 @@ def test_huge_tensor_claim_fails_without_allocating(
 
 @pytest.fixture(scope="module")
 def buffer() -> bytes:
-    return bytes(mm.encode_bytes(kwargs_items()))
+    with rows_only():
+        return bytes(mm.encode_bytes(kwargs_items()))
 
 
 def _patched(buffer: bytes, fmt: str, offset: int, *values: int) -> bytes:
