@@ -195,6 +195,7 @@ class _Module:
                 )
             )
         required = sum(1 for f in t.fields if isinstance(f.default, ir.NoDefault))
+        columns = self.field_columns(t, names, consts)
         field_names = [string(f.name) for f in t.fields]
         allow = lint_allowances([self.name(t)], list(names.values()))
         arms = [
@@ -217,6 +218,7 @@ class _Module:
             ),
             "required": required,
             "count": len(t.fields),
+            "columns": columns,
             "constants": constants,
             "read": layout.field_values(8, code("Ok(Self"), reads, ")", "s"),
             "writes": writes,
@@ -225,6 +227,40 @@ class _Module:
             "default": layout.struct_literal(8, code("Self"), defaults, "")
             if len(defaults) == len(t.fields) and not all(_zero(f) for f in t.fields)
             else None,
+        }
+
+    def field_columns(
+        self, t: ir.StructDef, names: dict[str, RustCode], consts: dict[str, RustCode]
+    ) -> dict[str, Any] | None:
+        """How a struct that column lists hold reads and writes its fields as columns: per
+        field, a column of its values (checked against its constraints), or of references
+        for a type that travels once."""
+        if self.key(t.name) not in self.schemas.column_values():
+            return None
+        reads, writes, values = [], [], []
+        for i, f in enumerate(t.fields):
+            name = names[f.name]
+            bounds = _bounds(f, unsigned(f.type, f.constraints))
+            bounds_const = code("&Self::", consts[f"{bare(name).upper()}_BOUNDS"])
+            once = isinstance(f.type, ir.Named) and is_shared(
+                self.schemas.defs[(f.type.module, f.type.name)]
+            )
+            method = "once_column" if once else "column_in" if bounds else "column"
+            args = [bounds_const] if bounds and not once else []
+            reads.append(code("        let mut f", str(i), " = c.", method, "(", *args, ")?;"))
+            getter = code("|v| &v.", name)
+            writes.append(layout.method_call(8, "w", code(method), [getter, *args], "?;"))
+            values.append((name, code("value"), [code("&mut f", str(i))]))
+        return {
+            "decode_impl": layout.impl_header(
+                code(DECODE_BOUND), code("FieldColumns<'a, C>"), self.self_type(t)
+            ),
+            "encode_impl": layout.impl_header(
+                code("<'a>"), code("FieldColumnsEncode<'a>"), self.self_type(t)
+            ),
+            "reads": reads,
+            "value": layout.field_values(12, code("out.push(Self"), values, ");", "c"),
+            "writes": writes,
         }
 
     def union_view(self, t: ir.UnionDef) -> dict[str, Any]:
@@ -322,11 +358,16 @@ class _Module:
     def mapping_view(self, t: ir.MappingDef) -> dict[str, Any]:
         owner = self.key(t.name)
         entries = self.schemas.rust_type(ir.DictOf(t.key, t.value), self.home, owner)
+        value = self.schemas.column_value(owner)
         return {
             "kind": "mapping",
             "allow": lint_allowances([self.name(t)], []),
             "decl": _tuple_struct(self.self_type(t), entries),
             "target": layout.const_item(4, code("type Target"), entries),
+            # Its lists may travel as column lists: the struct its values are.
+            "column_value": None
+            if value is None
+            else layout.const_item(4, code("type Value"), self.schemas.path(value, self.home)),
         }
 
     # -- the module ------------------------------------------------------------------

@@ -122,6 +122,27 @@ class Schemas:
                         break
         return out
 
+    # -- column lists -----------------------------------------------------------------
+
+    def column_value(self, key: Key) -> Key | None:
+        """The struct ``S`` when ``key`` names a mapping whose lists may travel as column
+        lists (``str`` keys, values a named struct that travels once), else None."""
+        t = self.defs.get(key)
+        if not isinstance(t, ir.MappingDef) or t.key != ir.Builtin("str"):
+            return None
+        if not isinstance(t.value, ir.Named):
+            return None
+        value = (t.value.module, t.value.name)
+        target = self.defs.get(value)
+        if isinstance(target, ir.StructDef) and is_shared(target):
+            return value
+        return None
+
+    def column_values(self) -> set[Key]:
+        """Every struct some mapping's column lists hold (each reads and writes its
+        fields as columns)."""
+        return {v for k in self.defs if (v := self.column_value(k)) is not None}
+
     def expr_borrows(self, t: ir.TypeExpr) -> bool:
         builtins, named = self._mentions(t)
         return bool(builtins & set(_BORROWING) or named & self.borrows)

@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod codec;
+pub mod columns;
 pub mod constraints;
 pub mod decode;
 pub mod dtype;
@@ -31,7 +32,7 @@ pub mod tensor;
 
 pub use codec::{
     decode, decode_bytes, decode_bytes_with, decode_with, encode, encode_bytes, encode_with,
-    EncodeOptions, Frames, Message, MAGIC, WIRE_VERSION,
+    EncodeOptions, Frames, Message, MAGIC, ROWS_WIRE_VERSION, WIRE_VERSION,
 };
 pub use dtype::Dtype;
 pub use enums::{IntEnum, StrEnum};
@@ -48,6 +49,9 @@ pub mod prelude {
     pub use std::sync::Arc;
 
     pub use crate::codec::Message;
+    pub use crate::columns::{
+        ColumnReader, ColumnWriter, Columnar, FieldColumns, FieldColumnsEncode,
+    };
     pub use crate::constraints::{Bounds, Num};
     pub use crate::decode::{
         Decode, Decoder, Fields, Fresh, MapKey, Shared, Struct, StructFields, Tag, Union, Variant,
