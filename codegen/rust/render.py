@@ -154,6 +154,7 @@ class _Module:
             ]
         )
         fields, reads, writes, defaults, constants = [], [], [], [], []
+        read_bounds: list[RustCode | None] = []
         for f in t.fields:
             name = names[f.name]
             as_u64 = unsigned(f.type, f.constraints)
@@ -186,6 +187,7 @@ class _Module:
                 method += "_into"  # the default is a constant: &'static str, &'static [u8]
             method += "_in" if bounds else ""
             reads.append((name, code(method), read_args))
+            read_bounds.append(code("&Self::", bounds_const) if bounds else None)
             write_args = [code("&self.", name)] + (
                 [code("&Self::", bounds_const)] if bounds else []
             )
@@ -195,7 +197,7 @@ class _Module:
                 )
             )
         required = sum(1 for f in t.fields if isinstance(f.default, ir.NoDefault))
-        columns = self.field_columns(t, names, consts)
+        columns = self.field_columns(t, names, reads, read_bounds)
         field_names = [string(f.name) for f in t.fields]
         allow = lint_allowances([self.name(t)], list(names.values()))
         arms = [
@@ -230,7 +232,11 @@ class _Module:
         }
 
     def field_columns(
-        self, t: ir.StructDef, names: dict[str, RustCode], consts: dict[str, RustCode]
+        self,
+        t: ir.StructDef,
+        names: dict[str, RustCode],
+        read_methods: list[tuple[RustCode, RustCode, list[RustCode]]],
+        read_bounds: list[RustCode | None],
     ) -> dict[str, Any] | None:
         """How a struct that column lists hold reads and writes its fields as columns: per
         field, a column of its values (checked against its constraints), or of references
@@ -238,18 +244,24 @@ class _Module:
         if self.key(t.name) not in self.schemas.column_values():
             return None
         reads, writes, values = [], [], []
-        for i, f in enumerate(t.fields):
+        for i, (f, read, bound) in enumerate(
+            zip(t.fields, read_methods, read_bounds, strict=True)
+        ):
             name = names[f.name]
-            bounds = _bounds(f, unsigned(f.type, f.constraints))
-            bounds_const = code("&Self::", consts[f"{bare(name).upper()}_BOUNDS"])
+            _, method, args = read
             once = isinstance(f.type, ir.Named) and is_shared(
                 self.schemas.defs[(f.type.module, f.type.name)]
             )
-            method = "once_column" if once else "column_in" if bounds else "column"
-            args = [bounds_const] if bounds and not once else []
-            reads.append(code("        let mut f", str(i), " = c.", method, "(", *args, ")?;"))
+            # As rows read the field (its default, its bounds), a column of it; a type
+            # that travels once (a union, a shared struct) may be referred to by index.
+            column = code("once_column") if once else code(method.replace("field", "column"))
+            read_args = [] if once else list(args)
+            receiver = f"let mut f{i} = c"
+            reads.append(layout.method_call(8, receiver, column, read_args, "?;"))
+            bounds = [] if bound is None else [bound]
+            write = code("once_column" if once else "column_in" if bounds else "column")
             getter = code("|v| &v.", name)
-            writes.append(layout.method_call(8, "w", code(method), [getter, *args], "?;"))
+            writes.append(layout.method_call(8, "w", write, [getter, *bounds], "?;"))
             values.append((name, code("value"), [code("&mut f", str(i))]))
         return {
             "decode_impl": layout.impl_header(

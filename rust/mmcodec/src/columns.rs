@@ -30,6 +30,9 @@ const VALUES: i128 = 0;
 const FIELDS: i128 = 1;
 /// The wire type of a list whose items can travel as a column list.
 pub const EXPECTED: &str = "object | array";
+/// How many bytes of key copies a column list's items may take per byte of the header (a
+/// Rust bound: realistic keys take a few per value, and each value takes a byte at least).
+pub const KEY_BYTES_PER_BYTE: usize = 64;
 
 /// A mapping type of the schema with `str` keys whose values are a shared struct: its
 /// lists can travel as column lists.
@@ -77,6 +80,8 @@ pub struct ColumnReader<'r, 'k, 'a, 'm, C> {
     present: usize,
     key: &'k str,
     absent: &'k [usize],
+    /// Field columns the fields column holds that are not read yet.
+    left: usize,
     /// The next field's position, and the struct's field names.
     index: usize,
     names: fn(usize) -> &'static str,
@@ -96,24 +101,46 @@ impl<'a, C> ColumnReader<'_, '_, 'a, '_, C> {
             .at(Segment::Index(position(self.absent, index)))
     }
 
-    /// The next field's column: its length.
+    /// An error of the field column being read: at its field of the key.
+    fn column_error(&self, error: DecodeError) -> DecodeError {
+        error
+            .at(Segment::Field((self.names)(self.index)))
+            .at(Segment::str_key(self.key))
+    }
+
+    /// The next field's column: its length, one value per present item.
     fn open(&mut self) -> Result<usize, DecodeError> {
-        let n = self.d.reader.array()?;
+        if self.left == 0 {
+            return Err(self.column_error(DecodeError::new("missing field")));
+        }
+        self.left -= 1;
+        let n = self.d.reader.array().map_err(|e| self.column_error(e))?;
         if n != self.present {
-            return Err(DecodeError::new(format!(
-                "column .{} holds {n} values for {} items",
-                (self.names)(self.index),
+            return Err(self.column_error(DecodeError::new(format!(
+                "a column holds {n} values for {} present items",
                 self.present
-            )));
+            ))));
         }
         Ok(n)
+    }
+
+    /// For a field column an older sender left off, its default for every item.
+    fn defaulted<T: Clone>(
+        &mut self,
+        default: impl FnOnce() -> T,
+    ) -> Option<std::vec::IntoIter<T>> {
+        if self.left > 0 {
+            return None;
+        }
+        self.index += 1;
+        Some(vec![default(); self.present].into_iter())
     }
 
     /// The next value of a column (each holds one per present item).
     pub fn value<T>(&self, column: &mut std::vec::IntoIter<T>) -> Result<T, DecodeError> {
         column
             .next()
-            .ok_or_else(|| DecodeError::new("a column ended early"))
+            .ok_or_else(|| self.column_error(DecodeError::new("a column ended early")))
     }
 
     fn values<T>(
@@ -149,6 +176,54 @@ impl<'a, C> ColumnReader<'_, '_, 'a, '_, C> {
                 Err(violation) => Err(DecodeError::new(violation.decode)),
             }
         })
+    }
+
+    /// The next field's column, which an older sender may have left off (each item then
+    /// takes the field's default).
+    pub fn column_or<T: Decode<'a, C> + Clone>(
+        &mut self,
+        default: T,
+    ) -> Result<std::vec::IntoIter<T>, DecodeError> {
+        match self.defaulted(|| default) {
+            Some(column) => Ok(column),
+            None => self.column(),
+        }
+    }
+
+    /// [`ColumnReader::column_or`] with a default of another type (a `&'static str` for
+    /// a `String` field).
+    pub fn column_or_into<T: Decode<'a, C> + Clone, D: Into<T>>(
+        &mut self,
+        default: D,
+    ) -> Result<std::vec::IntoIter<T>, DecodeError> {
+        match self.defaulted(|| default.into()) {
+            Some(column) => Ok(column),
+            None => self.column(),
+        }
+    }
+
+    /// [`ColumnReader::column_or`] of a field with constraints.
+    pub fn column_or_in<T: Decode<'a, C> + Checked + Clone>(
+        &mut self,
+        default: T,
+        bounds: &Bounds,
+    ) -> Result<std::vec::IntoIter<T>, DecodeError> {
+        match self.defaulted(|| default) {
+            Some(column) => Ok(column),
+            None => self.column_in(bounds),
+        }
+    }
+
+    /// [`ColumnReader::column_or_into`] of a field with constraints.
+    pub fn column_or_into_in<T: Decode<'a, C> + Checked + Clone, D: Into<T>>(
+        &mut self,
+        default: D,
+        bounds: &Bounds,
+    ) -> Result<std::vec::IntoIter<T>, DecodeError> {
+        match self.defaulted(|| default.into()) {
+            Some(column) => Ok(column),
+            None => self.column_in(bounds),
+        }
     }
 
     /// The next field's column, of a type that travels once per object: a bare int
@@ -237,7 +312,7 @@ impl<'a, C> Decoder<'a, '_, C> {
             count: usize::try_from(count.ok_or_else(|| missing("count"))?).unwrap_or(usize::MAX),
             keys: keys.ok_or_else(|| missing("keys"))?,
             columns: columns.ok_or_else(|| missing("columns"))?,
-            absent: absent.unwrap_or_default(),
+            absent: absent.ok_or_else(|| missing("absent"))?,
         })
     }
 
@@ -275,7 +350,7 @@ impl<'a, C> Decoder<'a, '_, C> {
             )));
         }
         if keys.is_empty() {
-            return Err(DecodeError::new("a column list has at least one key"));
+            return Err(DecodeError::new("a column list has no keys"));
         }
         if keys.len() > limit {
             return Err(DecodeError::new(format!(
@@ -310,20 +385,29 @@ impl<'a, C> Decoder<'a, '_, C> {
         }
         let present = count - absent.len();
         if present < 1 {
-            return Err(DecodeError::new(
-                "a column list has at least one present item",
-            ));
+            return Err(DecodeError::new("a column list has no present item"));
         }
         // Read the columns where they are, then carry on after the map.
         let after = std::mem::replace(&mut self.reader, columns);
         let mut values = Vec::with_capacity(keys.len());
         for key in keys {
-            let column = self
-                .read_column::<M::Value>(key, absent, present)
-                .map_err(|e| e.at(Segment::Field("columns")));
-            values.push(column?.into_iter());
+            values.push(
+                self.read_column::<M::Value>(key, absent, present)?
+                    .into_iter(),
+            );
         }
         self.reader = after;
+        // Every item owns a copy of the keys (Python's items share the key objects): the
+        // copies stay proportional to the header, as the decoder's memory must.
+        let key_bytes: usize = keys.iter().map(|key| key.len()).sum();
+        let header = self.reader.buffer().len();
+        if present.saturating_mul(key_bytes) > KEY_BYTES_PER_BYTE.saturating_mul(header) {
+            return Err(DecodeError::new(format!(
+                "the keys of a column list ({key_bytes} bytes) copied into its {present} \
+                 items take more than {KEY_BYTES_PER_BYTE} bytes per byte of the header \
+                 ({header})"
+            )));
+        }
         let mut items = Vec::with_capacity(count);
         let mut gaps = absent.iter().peekable();
         for position in 0..count {
@@ -342,38 +426,53 @@ impl<'a, C> Decoder<'a, '_, C> {
         Ok(items)
     }
 
-    /// One key's column: `present` values of `S`.
+    /// One key's column: `present` values of `S`. An error of a value is at the item's
+    /// position and key (the path rows give), any other at the key.
     fn read_column<S: FieldColumns<'a, C>>(
         &mut self,
         key: &str,
         absent: &[usize],
         present: usize,
     ) -> Result<Vec<Arc<S>>, DecodeError> {
+        self.read_column_at::<S>(key, absent, present)
+            .map_err(|located| match located {
+                Located::Done(e) => e,
+                Located::Column(e) => e.at(Segment::str_key(key)),
+            })
+    }
+
+    fn read_column_at<S: FieldColumns<'a, C>>(
+        &mut self,
+        key: &str,
+        absent: &[usize],
+        present: usize,
+    ) -> Result<Vec<Arc<S>>, Located> {
         let n = self.reader.array()?;
         if n == 0 {
-            return Err(DecodeError::new(
-                "Expected `array` of at least length 1, got 0",
-            ));
+            return Err(DecodeError::new("Expected `array` of at least length 1, got 0").into());
         }
         let tag = self.reader.int().map_err(|e| e.at(Segment::Tag))?;
         match tag {
             VALUES => {
                 if n < 2 {
-                    return Err(DecodeError::new(
-                        "Expected `array` of at least length 2, got 1",
-                    ));
+                    return Err(
+                        DecodeError::new("Expected `array` of at least length 2, got 1").into(),
+                    );
                 }
                 let len = self.reader.array()?;
                 if len != present {
                     return Err(DecodeError::new(format!(
-                        "column holds {len} values for {present} items"
-                    )));
+                        "a column holds {len} values for {present} present items"
+                    ))
+                    .into());
                 }
                 let mut out = Vec::with_capacity(len);
                 for index in 0..len {
                     let value = Arc::<S>::read(self).map_err(|e| {
-                        e.at(Segment::str_key(key))
-                            .at(Segment::Index(position(absent, index)))
+                        Located::Done(
+                            e.at(Segment::str_key(key))
+                                .at(Segment::Index(position(absent, index))),
+                        )
                     })?;
                     out.push(value);
                 }
@@ -383,23 +482,39 @@ impl<'a, C> Decoder<'a, '_, C> {
                 Ok(out)
             }
             FIELDS => {
-                if n != 1 + S::COUNT {
+                // As rows read a struct: the fields without a default at least, those
+                // of a newer schema skipped.
+                if n < 1 + S::REQUIRED {
                     return Err(DecodeError::new(format!(
-                        "a fields column of {} holds {} columns for its {} fields",
-                        S::NAME,
-                        n - 1,
-                        S::COUNT
-                    )));
+                        "Expected `array` of at least length {}, got {n}",
+                        1 + S::REQUIRED
+                    ))
+                    .into());
+                }
+                let held = (n - 1).min(S::COUNT);
+                if held == 0 && present > self.reader.buffer().len() {
+                    // Nothing bounds the items but the count (a struct without fields, or
+                    // whose columns were all left off): as many as the header has bytes.
+                    return Err(DecodeError::new(format!(
+                        "a fields column without columns stands for {present} items, more \
+                         than the header's {} bytes",
+                        self.reader.buffer().len()
+                    ))
+                    .into());
                 }
                 let mut reader = ColumnReader {
                     d: self,
                     present,
                     key,
                     absent,
+                    left: held,
                     index: 0,
                     names: S::field_name,
                 };
-                let values = S::read_columns(&mut reader)?;
+                let values = S::read_columns(&mut reader).map_err(Located::Done)?;
+                for _ in 1 + held..n {
+                    self.reader.skip()?;
+                }
                 let table = S::table(&mut self.tables);
                 let mut out = Vec::with_capacity(values.len());
                 for value in values {
@@ -409,8 +524,24 @@ impl<'a, C> Decoder<'a, '_, C> {
                 }
                 Ok(out)
             }
-            other => Err(DecodeError::new(format!("Invalid value {other}")).at(Segment::Tag)),
+            other => Err(DecodeError::new(format!("Invalid value {other}"))
+                .at(Segment::Tag)
+                .into()),
         }
+    }
+}
+
+/// A column's error, and whether its path is complete.
+enum Located {
+    /// Already at its place (an item's value, a field column's own error).
+    Done(DecodeError),
+    /// The column's: at the key.
+    Column(DecodeError),
+}
+
+impl From<DecodeError> for Located {
+    fn from(error: DecodeError) -> Self {
+        Located::Column(error)
     }
 }
 
