@@ -256,8 +256,7 @@ class _Module:
             # that travels once (a union, a shared struct) may be referred to by index.
             column = code("once_column") if once else code(method.replace("field", "column"))
             read_args = [] if once else list(args)
-            receiver = f"let mut f{i} = c"
-            reads.append(layout.method_call(8, receiver, column, read_args, "?;"))
+            reads.append(layout.let_call(8, f"mut f{i}", "c", column, read_args, "?;"))
             bounds = [] if bound is None else [bound]
             write = code("once_column" if once else "column_in" if bounds else "column")
             getter = code("|v| &v.", name)
