@@ -176,6 +176,8 @@ class _Module:
                 if constant is not None:
                     constants.append(constant)
                 defaults.append((name, default))
+                if default == "Vec::new()" and ty.startswith("Rows<"):
+                    default = code("Rows(Vec::new())")
             elif isinstance(f.default, ir.MemberDefault):
                 default = self.member_default(f.type, f.default)
                 defaults.append((name, default))

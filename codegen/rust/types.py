@@ -138,6 +138,12 @@ class Schemas:
             return value
         return None
 
+    def _column_item(self, t: ir.TypeExpr) -> bool:
+        """Whether ``t`` is ``M`` or ``optional[M]`` of a mapping whose lists may be
+        column lists."""
+        inner = t.inner if isinstance(t, ir.OptionalOf) else t
+        return isinstance(inner, ir.Named) and self.column_value((inner.module, inner.name)) is not None
+
     def column_values(self) -> set[Key]:
         """Every struct some mapping's column lists hold (each reads and writes its
         fields as columns)."""
@@ -219,6 +225,9 @@ class Schemas:
             if owner is not None and (owner, key) in self.boxed:
                 return code("Box<", path, ">")
             return path
+        if isinstance(t, ir.VarTupleOf) and self._column_item(t.item):
+            # Only a list travels as a column list: a tuple of its items stays rows.
+            return code("Rows<", self.rust_type(t.item, home, owner), ">")
         if isinstance(t, (ir.ListOf, ir.VarTupleOf)):
             return code("Vec<", self.rust_type(t.item, home, owner), ">")
         if isinstance(t, ir.TupleOf):

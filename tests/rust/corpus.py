@@ -40,9 +40,64 @@ class Batch:
 
 
 def samples() -> Iterator[tuple[str, Any, Any]]:
-    """(name, type, value) of every hostile-input sample."""
+    """(name, type, value) of every hostile-input sample, then of :func:`column_lists`."""
     for name, (tp, make) in SAMPLES.items():
         yield name, tp, make()
+    for name, value in column_lists():
+        yield name, mm.MultiModalKwargsItems, value
+
+
+def _elem(data: Any, field: Any) -> Any:
+    return mm.MultiModalFieldElem(data, field)
+
+
+def column_lists() -> Iterator[tuple[str, mm.MultiModalKwargsItems]]:
+    """(name, items) of item lists that travel as column lists (wire version 3), each way
+    the encoder lays one out, and of lists that fall back to rows."""
+    grid = torch.arange(4 * 3, dtype=torch.int64).reshape(4, 3)
+    scale = torch.tensor([0.5, 2.0])
+    config = {
+        "grid": mm.MultiModalFieldConfig.batched("image"),
+        "scale": mm.MultiModalFieldConfig.shared("image", 4),
+    }
+    items = mm.MultiModalKwargsItems.from_hf_inputs({"grid": grid, "scale": scale}, config)
+    # Absent (cached) items: their positions travel in `absent`.
+    absent = mm.MultiModalKwargsItems({"image": list(items["image"])})
+    absent["image"][0] = absent["image"][2] = None
+    yield "columns-absent", absent
+    # Field variants: one object per item (each value in full), or two items of three
+    # sharing one (rows' back-reference form `[-1, i]` inside the field column).
+    flat = mm.FlatField([slice(0, 1), slice(1, 2), slice(2, 3)])
+    own = [mm.BatchedField() for _ in range(3)]
+    mixed = [flat, flat, mm.FlatField([slice(0, 3)], keep_on_cpu=True)]
+    other = grid * 2  # the same tensor twice would travel once from Rust, twice from Python
+    rows = [
+        mm.MultiModalKwargsItem({"own": _elem(grid[i], own[i]), "mixed": _elem(other[i], mixed[i])})
+        for i in range(3)
+    ]
+    yield "columns-distinct-fields", mm.MultiModalKwargsItems({"image": rows})
+    # Elements met before (another modality holds them): values columns of back-references;
+    # an element two items of three share: a values column, the second a back-reference.
+    shared = _elem(scale, mm.SharedField(2))
+    pairs = [
+        mm.MultiModalKwargsItem({"scale": shared, "grid": _elem(grid[0], own[0])}),
+        mm.MultiModalKwargsItem({"scale": shared, "grid": _elem(grid[1], own[0])}),
+        mm.MultiModalKwargsItem({"scale": _elem(scale, own[1]), "grid": _elem(None, own[0])}),
+    ]
+    yield "columns-sent-before", mm.MultiModalKwargsItems({"image": pairs, "video": pairs[:2]})
+    # Rows: keys in another order, an item without keys, a single item, only None.
+    swapped = mm.MultiModalKwargsItem(dict(reversed(list(pairs[1].items()))))
+    yield (
+        "columns-fall-back-to-rows",
+        mm.MultiModalKwargsItems(
+            {
+                "image": [pairs[0], swapped],
+                "audio": [mm.MultiModalKwargsItem(), mm.MultiModalKwargsItem()],
+                "video": [pairs[0]],
+                "cached": [None, None],
+            }
+        ),
+    )
 
 
 def _recording_api() -> tuple[Any, list[Batch]]:

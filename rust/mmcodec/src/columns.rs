@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 
-use crate::constraints::{Bounds, Checked};
+use std::ops::{Deref, DerefMut};
+
+use crate::constraints::{Bounds, Checked, Violation};
 use crate::decode::{bad_back_reference, read_index, read_rows, Decode, Decoder, Shared, Struct};
 use crate::encode::{write_rows, Encode, Encoder, SharedEncode, StructEncode};
 use crate::error::{DecodeError, EncodeError, Segment};
@@ -58,6 +60,52 @@ pub trait FieldColumns<'a, C>: Struct<'a, C> + Shared<'a, C> {
 /// [`ColumnWriter`] in schema order.
 pub trait FieldColumnsEncode<'a>: StructEncode<'a> + SharedEncode<'a> + Sized {
     fn write_columns(w: &mut ColumnWriter<'_, '_, 'a, Self>) -> Result<(), EncodeError>;
+}
+
+/// Schema `tuple[M, ...]` (or `tuple[optional[M], ...]`) of a mapping `M` whose lists may
+/// be column lists: a tuple is rows, always (only a list travels as columns), as on the
+/// Python side. It derefs to its `Vec`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rows<T>(pub Vec<T>);
+
+impl<T> Deref for Rows<T> {
+    type Target = Vec<T>;
+
+    fn deref(&self) -> &Vec<T> {
+        &self.0
+    }
+}
+
+impl<T> DerefMut for Rows<T> {
+    fn deref_mut(&mut self) -> &mut Vec<T> {
+        &mut self.0
+    }
+}
+
+impl<T> From<Vec<T>> for Rows<T> {
+    fn from(items: Vec<T>) -> Self {
+        Rows(items)
+    }
+}
+
+impl<'a, C, T: Decode<'a, C>> Decode<'a, C> for Rows<T> {
+    const EXPECTED: &'static str = "array";
+
+    fn read(d: &mut Decoder<'a, '_, C>) -> Result<Self, DecodeError> {
+        read_rows(d).map(Rows)
+    }
+}
+
+impl<'a, T: Encode<'a>> Encode<'a> for Rows<T> {
+    fn write(&self, e: &mut Encoder<'a>) -> Result<(), EncodeError> {
+        write_rows(&self.0, e)
+    }
+}
+
+impl<T> Checked for Rows<T> {
+    fn check(&self, bounds: &Bounds) -> Result<(), Violation> {
+        self.0.check(bounds)
+    }
 }
 
 /// The position in the list of the `index`-th present item (`absent` increasing).
@@ -232,8 +280,10 @@ impl<'a, C> ColumnReader<'_, '_, 'a, '_, C> {
         &mut self,
     ) -> Result<std::vec::IntoIter<Arc<T>>, DecodeError> {
         self.values(|d| {
-            if d.reader.peek_kind()? != Kind::Int {
-                return Arc::<T>::read(d);
+            match d.reader.peek_kind()? {
+                Kind::Int => {}
+                Kind::Array => return Arc::<T>::read(d),
+                kind => return Err(expected("int | array", kind)),
             }
             let index = read_index(&mut d.reader)?;
             let table = T::table(&mut d.tables);

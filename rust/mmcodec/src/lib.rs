@@ -50,7 +50,7 @@ pub mod prelude {
 
     pub use crate::codec::Message;
     pub use crate::columns::{
-        ColumnReader, ColumnWriter, Columnar, FieldColumns, FieldColumnsEncode,
+        ColumnReader, ColumnWriter, Columnar, FieldColumns, FieldColumnsEncode, Rows,
     };
     pub use crate::constraints::{Bounds, Num};
     pub use crate::decode::{
