@@ -34,6 +34,7 @@ pub use codec::{
     decode, decode_bytes, decode_bytes_with, decode_with, encode, encode_bytes, encode_with,
     EncodeOptions, Frames, Message, MAGIC, ROWS_WIRE_VERSION, WIRE_VERSION,
 };
+pub use columns::Rows;
 pub use dtype::Dtype;
 pub use enums::{IntEnum, StrEnum};
 pub use error::{DecodeError, EncodeError};
