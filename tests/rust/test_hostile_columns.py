@@ -166,7 +166,7 @@ def test_a_bad_column_list_is_refused_with_its_path(
 
 
 # msgspec finds these while matching the header's types; the Python side then names the
-# wire path (``$[...].columns[1][0] (wire path)``), the Rust side the value.
+# list (``$['image']``), the Rust side the value (``$['image'][1]['image_grid_thw'].data``).
 MISTYPED: dict[str, tuple[Change, str]] = {
     "an unknown column tag": (
         lambda image, e: image["columns"][GRID].__setitem__(0, 7),
