@@ -14,11 +14,10 @@
 //! a column stands for one item, so work and memory stay proportional to the header.
 
 use std::collections::HashSet;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-
-use std::ops::{Deref, DerefMut};
 
 use crate::constraints::{Bounds, Checked, Violation};
 use crate::decode::{bad_back_reference, read_index, read_rows, Decode, Decoder, Shared, Struct};
@@ -695,10 +694,12 @@ impl<'a> Encoder<'a> {
         M::Value: FieldColumnsEncode<'a>,
     {
         let present: Vec<Option<&M>> = items.iter().map(Some).collect();
-        if self.write_column_list(&present)? {
-            return Ok(());
+        let start = self.out.len();
+        match self.write_column_list(&present) {
+            Ok(true) => Ok(()),
+            Ok(false) => write_rows(items, self),
+            Err(error) => Err(self.refusal(start, error, |e| write_rows(items, e))),
         }
-        write_rows(items, self)
     }
 
     /// A `list[optional[M]]`: a column list when its items allow one, else rows.
@@ -708,10 +709,28 @@ impl<'a> Encoder<'a> {
         M::Value: FieldColumnsEncode<'a>,
     {
         let present: Vec<Option<&M>> = items.iter().map(Option::as_ref).collect();
-        if self.write_column_list(&present)? {
-            return Ok(());
+        let start = self.out.len();
+        match self.write_column_list(&present) {
+            Ok(true) => Ok(()),
+            Ok(false) => write_rows(items, self),
+            Err(error) => Err(self.refusal(start, error, |e| write_rows(items, e))),
         }
-        write_rows(items, self)
+    }
+
+    /// A column list's refusal as the Python encoder reports it: a refused tensor where
+    /// columns met it first, any other refusal where rows would meet it first (the same
+    /// items written as rows, from where the list starts, find it).
+    fn refusal(
+        &mut self,
+        start: usize,
+        error: EncodeError,
+        rows: impl FnOnce(&mut Self) -> Result<(), EncodeError>,
+    ) -> EncodeError {
+        if self.tensor_refused {
+            return error;
+        }
+        self.out.truncate(start);
+        rows(self).err().unwrap_or(error)
     }
 
     /// Write `items` as a column list and return true, or write nothing and return false

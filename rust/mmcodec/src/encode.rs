@@ -130,6 +130,9 @@ pub struct Encoder<'a> {
     pub(crate) limits: Limits,
     /// Whether a list was written as a column list (the message is then wire version 3).
     pub(crate) columns_used: bool,
+    /// Whether a tensor was refused (the Python encoder finds those in the order tensors
+    /// are met, column lists included; any other refusal in the order rows meet values).
+    pub(crate) tensor_refused: bool,
 }
 
 impl<'a> Encoder<'a> {
@@ -142,6 +145,7 @@ impl<'a> Encoder<'a> {
             counts: HashMap::new(),
             limits: limits.clone(),
             columns_used: false,
+            tensor_refused: false,
         }
     }
 
@@ -228,6 +232,18 @@ impl<'a> Encoder<'a> {
         if let Some(&reference) = self.tensor_refs.get(&key) {
             return Ok(reference);
         }
+        if let Err(error) = self.check_tensor(tensor) {
+            self.tensor_refused = true;
+            return Err(error);
+        }
+        let reference = self.tensors.len() as u64;
+        self.tensor_refs.insert(key, reference);
+        self.tensors.push(tensor.clone());
+        Ok(reference)
+    }
+
+    /// What the receiver's decoder would refuse of a tensor new to the message.
+    fn check_tensor(&self, tensor: &Tensor<'a>) -> Result<(), EncodeError> {
         let (most, name) = if self.limits.max_elements < self.limits.max_tensors {
             (self.limits.max_elements, "max_elements")
         } else {
@@ -250,10 +266,7 @@ impl<'a> Encoder<'a> {
                 "bool tensor holds a byte other than 0 and 1",
             ));
         }
-        let reference = self.tensors.len() as u64;
-        self.tensor_refs.insert(key, reference);
-        self.tensors.push(tensor.clone());
-        Ok(reference)
+        Ok(())
     }
 
     pub(crate) fn check_count(&self, n: usize) -> Result<(), EncodeError> {

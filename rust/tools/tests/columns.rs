@@ -467,3 +467,81 @@ fn wire_versions_2_and_3_are_read_and_no_other() {
         "$: wire format version 4 is not supported (this decoder reads versions 2 to 3)"
     );
 }
+
+// -- the encoder's refusals ------------------------------------------------------------
+
+/// Two items of keys `a` and `b`, each element its own batched field over `data(item, key)`.
+fn two_items(
+    data: impl Fn(usize, &str) -> NestedTensors<'static>,
+) -> MultiModalKwargsItems<'static> {
+    let field = Arc::new(BaseMultiModalField::BatchedField(BatchedField::default()));
+    let item = |i: usize| {
+        let mut entries = IndexMap::new();
+        for key in ["a", "b"] {
+            let elem = MultiModalFieldElem {
+                data: Some(data(i, key)),
+                field: field.clone(),
+            };
+            entries.insert(key.to_string(), Arc::new(elem));
+        }
+        Some(MultiModalKwargsItem(entries))
+    };
+    let mut items = MultiModalKwargsItems::default();
+    items.insert("image".into(), vec![item(0), item(1)]);
+    items
+}
+
+fn encode_error(value: &MultiModalKwargsItems<'_>, limits: Limits) -> String {
+    let options = mmcodec::EncodeOptions {
+        limits,
+        ..Default::default()
+    };
+    mmcodec::encode_with(value, &options)
+        .unwrap_err()
+        .to_string()
+}
+
+static BYTES: [u8; 64] = [0; 64];
+
+fn tensor(i: usize) -> NestedTensors<'static> {
+    NestedTensors::Tensor(Tensor::new(Dtype::Int64, &[1], &BYTES[8 * i..8 * i + 8]).unwrap())
+}
+
+#[test]
+fn a_refused_value_is_named_where_rows_meet_it_first() {
+    // Item 0's `b` and item 1's `a` nest too deep: rows meet item 0's first (columns, key
+    // by key, would meet item 1's), as the Python encoder reports it.
+    let value = two_items(|i, key| {
+        let deep = (i, key) == (0, "b") || (i, key) == (1, "a");
+        let leaf = tensor(2 * i + usize::from(key == "b"));
+        if deep {
+            NestedTensors::List(vec![NestedTensors::List(vec![leaf])])
+        } else {
+            leaf
+        }
+    });
+    let limits = Limits {
+        max_depth: 1,
+        ..Limits::DEFAULT
+    };
+    assert_eq!(
+        encode_error(&value, limits),
+        "$['image'][0]['b'].data[0]: nested tensors deeper than 1 levels"
+    );
+}
+
+#[test]
+fn a_refused_tensor_is_named_where_columns_meet_it() {
+    // One tensor too many: the Python encoder finds it among the tensors in the order the
+    // message meets them, key by key in a column list.
+    let value = two_items(|i, key| tensor(2 * i + usize::from(key == "b")));
+    let limits = Limits {
+        max_tensors: 1,
+        ..Limits::DEFAULT
+    };
+    assert_eq!(
+        encode_error(&value, limits),
+        "$['image'][1]['a'].data: a message of more than 1 tensors exceeds the receiver's \
+         limit (max_tensors)"
+    );
+}
