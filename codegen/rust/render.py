@@ -246,9 +246,7 @@ class _Module:
         if self.key(t.name) not in self.schemas.column_values():
             return None
         reads, writes, values = [], [], []
-        for i, (f, read, bound) in enumerate(
-            zip(t.fields, read_methods, read_bounds, strict=True)
-        ):
+        for i, (f, read, bound) in enumerate(zip(t.fields, read_methods, read_bounds, strict=True)):
             name = names[f.name]
             _, method, args = read
             once = isinstance(f.type, ir.Named) and is_shared(

@@ -142,7 +142,10 @@ class Schemas:
         """Whether ``t`` is ``M`` or ``optional[M]`` of a mapping whose lists may be
         column lists."""
         inner = t.inner if isinstance(t, ir.OptionalOf) else t
-        return isinstance(inner, ir.Named) and self.column_value((inner.module, inner.name)) is not None
+        return (
+            isinstance(inner, ir.Named)
+            and self.column_value((inner.module, inner.name)) is not None
+        )
 
     def column_values(self) -> set[Key]:
         """Every struct some mapping's column lists hold (each reads and writes its

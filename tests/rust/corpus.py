@@ -71,7 +71,7 @@ def column_lists() -> Iterator[tuple[str, mm.MultiModalKwargsItems]]:
     own = [mm.BatchedField() for _ in range(3)]
     mixed = [flat, flat, mm.FlatField([slice(0, 3)], keep_on_cpu=True)]
     other = grid * 2  # the same tensor twice would travel once from Rust, twice from Python
-    rows = [
+    rows: list[mm.MultiModalKwargsItem | None] = [
         mm.MultiModalKwargsItem({"own": _elem(grid[i], own[i]), "mixed": _elem(other[i], mixed[i])})
         for i in range(3)
     ]
@@ -79,21 +79,23 @@ def column_lists() -> Iterator[tuple[str, mm.MultiModalKwargsItems]]:
     # Elements met before (another modality holds them): values columns of back-references;
     # an element two items of three share: a values column, the second a back-reference.
     shared = _elem(scale, mm.SharedField(2))
-    pairs = [
+    pairs: list[mm.MultiModalKwargsItem | None] = [
         mm.MultiModalKwargsItem({"scale": shared, "grid": _elem(grid[0], own[0])}),
         mm.MultiModalKwargsItem({"scale": shared, "grid": _elem(grid[1], own[0])}),
         mm.MultiModalKwargsItem({"scale": _elem(scale, own[1]), "grid": _elem(None, own[0])}),
     ]
     yield "columns-sent-before", mm.MultiModalKwargsItems({"image": pairs, "video": pairs[:2]})
     # Rows: keys in another order, an item without keys, a single item, only None.
-    swapped = mm.MultiModalKwargsItem(dict(reversed(list(pairs[1].items()))))
+    first, second = pairs[0], pairs[1]
+    assert first is not None and second is not None
+    swapped = mm.MultiModalKwargsItem(dict(reversed(list(second.items()))))
     yield (
         "columns-fall-back-to-rows",
         mm.MultiModalKwargsItems(
             {
-                "image": [pairs[0], swapped],
+                "image": [first, swapped],
                 "audio": [mm.MultiModalKwargsItem(), mm.MultiModalKwargsItem()],
-                "video": [pairs[0]],
+                "video": [first],
                 "cached": [None, None],
             }
         ),
