@@ -34,6 +34,11 @@ pub const EXPECTED: &str = "object | array";
 /// How many bytes of key copies a column list's items may take per byte of the header (a
 /// Rust bound: realistic keys take a few per value, and each value takes a byte at least).
 pub const KEY_BYTES_PER_BYTE: usize = 64;
+/// The present items a list needs to travel as columns (the encoder's decision; a decoder
+/// takes a column list with any number). As `mmcodec.runtime.columns.MIN_ITEMS`: columns
+/// cost a fixed few microseconds per key and list and save about one per item, so a
+/// request's few images are cheaper as rows (docs/wire-format.md, "Column lists").
+pub const MIN_ITEMS: usize = 16;
 
 /// A mapping type of the schema with `str` keys whose values are a shared struct: its
 /// lists can travel as column lists.
@@ -734,22 +739,24 @@ impl<'a> Encoder<'a> {
     }
 
     /// Write `items` as a column list and return true, or write nothing and return false
-    /// when they do not make one (`mmcodec.runtime.columns.transpose`): fewer than two
-    /// items, none present, present items whose keys differ (in value or order), no key.
+    /// when they do not make one (`mmcodec.runtime.columns.transpose`): fewer than
+    /// [`MIN_ITEMS`] present items, present items whose keys differ (in value or order), no
+    /// key.
     fn write_column_list<M>(&mut self, items: &[Option<&M>]) -> Result<bool, EncodeError>
     where
         M: Columnar<'a>,
         M::Value: FieldColumnsEncode<'a>,
     {
-        if items.len() < 2 {
+        if items.len() < MIN_ITEMS {
             return Ok(false);
         }
         let positions: Vec<usize> = (0..items.len()).filter(|&i| items[i].is_some()).collect();
+        if positions.len() < MIN_ITEMS {
+            return Ok(false);
+        }
         let present: Vec<&IndexMap<String, Arc<M::Value>>> =
             items.iter().flatten().map(|item| item.entries()).collect();
-        let Some(first) = present.first() else {
-            return Ok(false);
-        };
+        let first = present[0];
         if first.is_empty() || !present.iter().all(|p| p.keys().eq(first.keys())) {
             return Ok(false);
         }

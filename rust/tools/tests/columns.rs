@@ -1,10 +1,11 @@
-//! Column lists (wire version 3) in Rust: which lists the encoder lays out as columns, the
-//! layout it writes (the bytes the Python encoder writes for the same items are checked by
+//! Column lists (wire version 3) in Rust: which lists the encoder lays out as columns (at
+//! least [`MIN_ITEMS`] present items, as the Python encoder decides), the layout it writes (the bytes the Python encoder writes for the same items are checked by
 //! `tests/rust/test_conformance.py`), and every check the decoder makes of one, each
 //! refusal a `DecodeError` with the Python decoder's path and message.
 
 use std::sync::Arc;
 
+use mmcodec::columns::MIN_ITEMS;
 use mmcodec::msgpack::{write, Kind, Reader};
 use mmcodec::{Dtype, IndexMap, Limits, NestedTensors, Tensor};
 use mmcodec_multimodal::{
@@ -57,7 +58,7 @@ fn image_list(header: &[u8]) -> (i128, Kind) {
 
 #[test]
 fn items_that_share_their_keys_travel_as_a_column_list_in_wire_version_3() {
-    let value = items(4);
+    let value = items(MIN_ITEMS);
     let frames = mmcodec::encode(&value).unwrap();
     assert_eq!(image_list(frames.header()), (3, Kind::Map));
     let back: MultiModalKwargsItems = mmcodec::decode(&frames.slices()).unwrap();
@@ -77,40 +78,41 @@ fn items_that_share_their_keys_travel_as_a_column_list_in_wire_version_3() {
 
 #[test]
 fn the_layout_is_the_specs_fields_column_for_new_elements_values_for_a_shared_one() {
-    let value = items(3);
+    let n = MIN_ITEMS;
+    let value = items(n);
     let frames = mmcodec::encode(&value).unwrap();
     let (_, mut r) = version_and_body(frames.header());
     r.map().unwrap();
     r.str().unwrap();
     assert_eq!(r.map().unwrap(), 4);
     assert_eq!(r.str().unwrap(), "count");
-    assert_eq!(r.int().unwrap(), 3);
+    assert_eq!(r.int().unwrap(), n as i128);
     assert_eq!(r.str().unwrap(), "keys");
     assert_eq!(r.array().unwrap(), 2);
     assert_eq!((r.str().unwrap(), r.str().unwrap()), ("grid", "scale"));
     assert_eq!(r.str().unwrap(), "columns");
     assert_eq!(r.array().unwrap(), 2);
-    // grid: [1, [tensor refs 0, 1, 2], [[0, false], 0, 0]]: a fields column, the one
+    // grid: [1, [tensor refs 0..n], [[0, false], 0, ...]]: a fields column, the one
     // BatchedField in full at the first item and by its index at the others.
     assert_eq!((r.array().unwrap(), r.int().unwrap()), (3, 1));
-    assert_eq!(r.array().unwrap(), 3);
-    assert_eq!(
-        [r.int().unwrap(), r.int().unwrap(), r.int().unwrap()],
-        [0, 1, 2]
-    );
-    assert_eq!(r.array().unwrap(), 3);
+    assert_eq!(r.array().unwrap(), n);
+    let refs: Vec<i128> = (0..n).map(|_| r.int().unwrap()).collect();
+    assert_eq!(refs, (0..n as i128).collect::<Vec<_>>());
+    assert_eq!(r.array().unwrap(), n);
     assert_eq!((r.array().unwrap(), r.int().unwrap()), (2, 0));
     assert!(!r.bool().unwrap());
-    assert_eq!([r.int().unwrap(), r.int().unwrap()], [0, 0]);
-    // scale: [0, [[3, [2, 3, false]], 3, 3]]: one element in every item, a values column;
-    // it is element 3 (the grid's three come first), its field the second union value.
+    let rest: Vec<i128> = (1..n).map(|_| r.int().unwrap()).collect();
+    assert_eq!(rest, vec![0; n - 1]);
+    // scale: [0, [[n, [2, n, false]], n, ...]]: one element in every item, a values
+    // column; it is element n (the grid's n come first), its field the second union value.
     assert_eq!((r.array().unwrap(), r.int().unwrap()), (2, 0));
-    assert_eq!(r.array().unwrap(), 3);
-    assert_eq!((r.array().unwrap(), r.int().unwrap()), (2, 3));
+    assert_eq!(r.array().unwrap(), n);
+    assert_eq!((r.array().unwrap(), r.int().unwrap()), (2, n as i128));
     assert_eq!((r.array().unwrap(), r.int().unwrap()), (3, 2));
-    assert_eq!(r.int().unwrap(), 3);
+    assert_eq!(r.int().unwrap(), n as i128);
     assert!(!r.bool().unwrap());
-    assert_eq!([r.int().unwrap(), r.int().unwrap()], [3, 3]);
+    let rest: Vec<i128> = (1..n).map(|_| r.int().unwrap()).collect();
+    assert_eq!(rest, vec![n as i128; n - 1]);
     assert_eq!(r.str().unwrap(), "absent");
     assert_eq!(r.array().unwrap(), 0);
     assert_eq!(r.remaining(), 0);
@@ -118,7 +120,8 @@ fn the_layout_is_the_specs_fields_column_for_new_elements_values_for_a_shared_on
 
 #[test]
 fn absent_items_are_listed_and_come_back_as_none() {
-    let mut value = items(4);
+    // Two of MIN_ITEMS + 2 absent: the fewest present items that make a column list.
+    let mut value = items(MIN_ITEMS + 2);
     let list = value.get_mut("image").unwrap();
     list[0] = None;
     list[2] = None;
@@ -133,8 +136,8 @@ fn absent_items_are_listed_and_come_back_as_none() {
 fn lists_that_make_no_column_list_stay_rows_in_wire_version_2() {
     let one = items(1);
     let mut nones = items(3);
-    nones.insert("image".into(), vec![None, None, None]);
-    let mut other_keys = items(3);
+    nones.insert("image".into(), vec![None; MIN_ITEMS]);
+    let mut other_keys = items(MIN_ITEMS);
     let list = other_keys.get_mut("image").unwrap();
     let reordered: IndexMap<_, _> = list[1]
         .as_ref()
@@ -147,10 +150,7 @@ fn lists_that_make_no_column_list_stay_rows_in_wire_version_2() {
     let mut no_keys = items(2);
     no_keys.insert(
         "image".into(),
-        vec![
-            Some(MultiModalKwargsItem::default()),
-            Some(MultiModalKwargsItem::default()),
-        ],
+        vec![Some(MultiModalKwargsItem::default()); MIN_ITEMS],
     );
     for value in [one, nones, other_keys, no_keys] {
         let frames = mmcodec::encode(&value).unwrap();
@@ -161,9 +161,33 @@ fn lists_that_make_no_column_list_stay_rows_in_wire_version_2() {
 }
 
 #[test]
+fn fifteen_present_items_stay_rows_and_sixteen_travel_as_columns() {
+    // The Python encoder's threshold (mmcodec.runtime.columns.MIN_ITEMS), counted in
+    // present items: `tests/rust/test_conformance.py` compares the bytes of both sides for
+    // the corpus cases columns-15-present-rows and columns-16-present.
+    assert_eq!(MIN_ITEMS, 16);
+    let with_none = |n: usize| {
+        let mut value = items(n);
+        value.get_mut("image").unwrap()[1] = None;
+        value
+    };
+    for (value, expected) in [
+        (items(15), (2, Kind::Array)),
+        (with_none(16), (2, Kind::Array)),
+        (items(16), (3, Kind::Map)),
+        (with_none(17), (3, Kind::Map)),
+    ] {
+        let frames = mmcodec::encode(&value).unwrap();
+        assert_eq!(image_list(frames.header()), expected);
+        let back: MultiModalKwargsItems = mmcodec::decode(&frames.slices()).unwrap();
+        assert_eq!(back, value);
+    }
+}
+
+#[test]
 fn an_element_sent_before_makes_its_column_a_values_column() {
     // Two modalities holding the same elements: the second list refers back to them.
-    let mut value = items(2);
+    let mut value = items(MIN_ITEMS);
     let list = value["image"].clone();
     value.insert("video".into(), list);
     let frames = mmcodec::encode(&value).unwrap();
@@ -470,8 +494,9 @@ fn wire_versions_2_and_3_are_read_and_no_other() {
 
 // -- the encoder's refusals ------------------------------------------------------------
 
-/// Two items of keys `a` and `b`, each element its own batched field over `data(item, key)`.
-fn two_items(
+/// MIN_ITEMS items of keys `a` and `b`, each element its own batched field over
+/// `data(item, key)`.
+fn column_items(
     data: impl Fn(usize, &str) -> NestedTensors<'static>,
 ) -> MultiModalKwargsItems<'static> {
     let field = Arc::new(BaseMultiModalField::BatchedField(BatchedField::default()));
@@ -487,7 +512,7 @@ fn two_items(
         Some(MultiModalKwargsItem(entries))
     };
     let mut items = MultiModalKwargsItems::default();
-    items.insert("image".into(), vec![item(0), item(1)]);
+    items.insert("image".into(), (0..MIN_ITEMS).map(item).collect());
     items
 }
 
@@ -501,7 +526,7 @@ fn encode_error(value: &MultiModalKwargsItems<'_>, limits: Limits) -> String {
         .to_string()
 }
 
-static BYTES: [u8; 64] = [0; 64];
+static BYTES: [u8; 16 * MIN_ITEMS] = [0; 16 * MIN_ITEMS];
 
 fn tensor(i: usize) -> NestedTensors<'static> {
     NestedTensors::Tensor(Tensor::new(Dtype::Int64, &[1], &BYTES[8 * i..8 * i + 8]).unwrap())
@@ -511,7 +536,7 @@ fn tensor(i: usize) -> NestedTensors<'static> {
 fn a_refused_value_is_named_where_rows_meet_it_first() {
     // Item 0's `b` and item 1's `a` nest too deep: rows meet item 0's first (columns, key
     // by key, would meet item 1's), as the Python encoder reports it.
-    let value = two_items(|i, key| {
+    let value = column_items(|i, key| {
         let deep = (i, key) == (0, "b") || (i, key) == (1, "a");
         let leaf = tensor(2 * i + usize::from(key == "b"));
         if deep {
@@ -534,7 +559,7 @@ fn a_refused_value_is_named_where_rows_meet_it_first() {
 fn a_refused_tensor_is_named_where_columns_meet_it() {
     // One tensor too many: the Python encoder finds it among the tensors in the order the
     // message meets them, key by key in a column list.
-    let value = two_items(|i, key| tensor(2 * i + usize::from(key == "b")));
+    let value = column_items(|i, key| tensor(2 * i + usize::from(key == "b")));
     let limits = Limits {
         max_tensors: 1,
         ..Limits::DEFAULT
