@@ -3,10 +3,10 @@ with its path and message, or accepted where the layout allows it (a newer sende
 columns), and by the Rust decoder alike (:func:`test_rust_decides_every_case_as_python_does`;
 ``tests/rust/test_hostile_replay.py`` records these decodes too).
 
-Each case starts from the ``kwargs_items`` sample, whose ``image`` list (two items of four
-keys) travels as a column list: ``pixel_values``, ``image_grid_thw`` and
-``attention_mask`` as fields columns, ``image_token_id`` (one element in both items) as a
-values column; it changes one thing in the decoded header and encodes it again.
+Each case starts from the ``column_list`` sample, whose ``image`` list (17 items of four
+keys, the third None: 16 present, the fewest that travel as columns) is a column list:
+``pixels``, ``grid`` and ``mixed`` as fields columns, ``token`` (one element in every item)
+as a values column; it changes one thing in the decoded header and encodes it again.
 """
 
 from __future__ import annotations
@@ -23,18 +23,18 @@ from mmcodec.generated import multimodal as mm
 from mmcodec.runtime import framing
 from mmcodec.runtime.limits import DEFAULT_LIMITS
 from tests.rust.cargo import run
-from tests.security.samples import HEAD_BODY, HEAD_WIRE, header, kwargs_items, with_header
+from tests.security.samples import HEAD_BODY, HEAD_WIRE, column_list, header, with_header
 
 Change = Callable[[dict[str, Any], list[Any]], Any]
 
-PIXELS, GRID, TOKEN = 0, 1, 3
+PIXELS, GRID, TOKEN = 0, 1, 2
 """Positions of columns in the sample's ``image`` column list."""
 
 
 @pytest.fixture(scope="module")
 def sample() -> tuple[list[Any], list[Any]]:
     """The sample's frames and its header, decoded untyped."""
-    frames = list(mm.encode(kwargs_items()))
+    frames = list(mm.encode(column_list()))
     return frames, header(frames)
 
 
@@ -52,9 +52,10 @@ def test_the_sample_is_a_column_list_in_wire_version_3(
     image = envelope[HEAD_BODY]["image"]
     assert envelope[HEAD_WIRE] == 3
     assert list(image) == ["count", "keys", "columns", "absent"]
-    assert [column[0] for column in image["columns"]] == [1, 1, 1, 0]
+    assert (image["count"], image["absent"]) == (17, [2])
+    assert [column[0] for column in image["columns"]] == [1, 1, 0, 1]
     assert mm.decode(changed(sample, lambda image, e: None), mm.MultiModalKwargsItems) == (
-        kwargs_items()
+        column_list()
     )
 
 
@@ -84,54 +85,55 @@ REFUSED: dict[str, tuple[Change, str, str]] = {
         "a column list of 4 keys holds 3 columns",
     ),
     "absent positions decreasing": (
-        _both(count=4, absent=[3, 2]),
+        _both(count=18, absent=[3, 2]),
         "$['image']",
-        "absent item positions must increase and lie below the count (4)",
+        "absent item positions must increase and lie below the count (18)",
     ),
     "an absent position at the count": (
-        _both(count=3, absent=[3]),
+        _both(count=17, absent=[17]),
         "$['image']",
-        "absent item positions must increase and lie below the count (3)",
+        "absent item positions must increase and lie below the count (17)",
     ),
     "no present item": (
-        _set("absent", [0, 1]),
+        _set("absent", list(range(17))),
         "$['image']",
         "a column list has no present item",
     ),
     "a values column short": (
         lambda image, e: image["columns"][TOKEN][1].pop(),
-        "$['image']['image_token_id']",
-        "a column holds 1 values for 2 present items",
+        "$['image']['token']",
+        "a column holds 15 values for 16 present items",
     ),
     "a data column short": (
         lambda image, e: image["columns"][PIXELS][1].pop(),
-        "$['image']['pixel_values'].data",
-        "a column holds 1 values for 2 present items",
+        "$['image']['pixels'].data",
+        "a column holds 15 values for 16 present items",
     ),
     "a field column short": (
         lambda image, e: image["columns"][PIXELS][2].pop(),
-        "$['image']['pixel_values'].field",
-        "a column holds 1 values for 2 present items",
+        "$['image']['pixels'].field",
+        "a column holds 15 values for 16 present items",
     ),
     "a field index never sent": (
         lambda image, e: image["columns"][GRID][2].__setitem__(1, 9),
-        "$['image'][1]['image_grid_thw'].field",
+        "$['image'][1]['grid'].field",
         "back-reference to BaseMultiModalField value 9, but 2 were sent",
     ),
     "a field back-reference in rows' form never sent": (
         lambda image, e: image["columns"][GRID][2].__setitem__(1, [-1, 9]),
-        "$['image'][1]['image_grid_thw'].field",
+        "$['image'][1]['grid'].field",
         "back-reference to BaseMultiModalField value 9, but 2 were sent",
     ),
     "an element index never sent": (
-        lambda image, e: image["columns"][TOKEN][1].__setitem__(1, 9),
-        "$['image'][1]['image_token_id']",
-        "back-reference to MultiModalFieldElem value 9, but 7 were sent",
+        # The third present item: position 3 (position 2 is absent).
+        lambda image, e: image["columns"][TOKEN][1].__setitem__(2, 99),
+        "$['image'][3]['token']",
+        "back-reference to MultiModalFieldElem value 99, but 33 were sent",
     ),
     "a tensor reference out of range": (
         lambda image, e: image["columns"][GRID][1].__setitem__(1, 99),
-        "$['image'][1]['image_grid_thw'].data",
-        "tensor 99 out of range (7 tensors)",
+        "$['image'][1]['grid'].data",
+        "tensor 99 out of range (45 tensors)",
     ),
     "absent left off": (
         lambda image, e: image.pop("absent"),
@@ -166,7 +168,7 @@ def test_a_bad_column_list_is_refused_with_its_path(
 
 
 # msgspec finds these while matching the header's types; the Python side then names the
-# list (``$['image']``), the Rust side the value (``$['image'][1]['image_grid_thw'].data``).
+# list (``$['image']``), the Rust side the value (``$['image'][1]['grid'].data``).
 MISTYPED: dict[str, tuple[Change, str]] = {
     "an unknown column tag": (
         lambda image, e: image["columns"][GRID].__setitem__(0, 7),
@@ -181,7 +183,7 @@ MISTYPED: dict[str, tuple[Change, str]] = {
         lambda image, e: image["keys"].__setitem__(0, 5),
         "Expected `str`, got `int`",
     ),
-    "a negative absent position": (_both(count=3, absent=[-1]), "Expected `int` >= 0"),
+    "a negative absent position": (_both(count=17, absent=[-1]), "Expected `int` >= 0"),
     "a field neither index nor value": (
         lambda image, e: image["columns"][GRID][2].__setitem__(1, "x"),
         "Expected `int | array`, got `str`",
@@ -213,7 +215,7 @@ def test_a_mistyped_column_list_is_refused(
 ACCEPTED: dict[str, Change] = {
     # A newer schema's struct may have more fields: their columns are skipped, as rows
     # skip the fields they do not know; so is what follows a values column's values.
-    "a fields column with an extra column": lambda image, e: image["columns"][GRID].append([0, 0]),
+    "a fields column with an extra column": lambda image, e: image["columns"][GRID].append([0]),
     "a values column with an extra entry": lambda image, e: image["columns"][TOKEN].append(1),
     # Entries in another order: a map's.
     "entries in another order": lambda image, e: e[HEAD_BODY].__setitem__(
@@ -226,7 +228,7 @@ ACCEPTED: dict[str, Change] = {
 def test_what_the_layout_allows_decodes_to_the_same_items(
     sample: tuple[list[Any], list[Any]], change: Change
 ) -> None:
-    assert mm.decode(changed(sample, change), mm.MultiModalKwargsItems) == kwargs_items()
+    assert mm.decode(changed(sample, change), mm.MultiModalKwargsItems) == column_list()
 
 
 def test_rust_decides_every_case_as_python_does(
