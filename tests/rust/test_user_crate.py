@@ -131,21 +131,25 @@ mod tests {
             cells.insert("y".to_string(), cell(2));
             Row(cells)
         };
-        let table = Table {
-            rows: vec![Some(row(1)), None, Some(row(3))],
-            pinned: Rows(vec![row(4), row(5)]),
+        // 16 present items (mmcodec::columns::MIN_ITEMS): the fewest that travel as columns.
+        let rows = |n: u64| -> Vec<Option<Row>> {
+            (1..=n).map(|size| if size == 2 { None } else { Some(row(size)) }).collect()
         };
+        let table = Table { rows: rows(17), pinned: Rows(vec![row(4), row(5)]) };
         let frames = mmcodec::encode(&table).unwrap();
         assert_eq!(frames.header()[5], 3, "wire version 3: a column list");
         let back: Table = mmcodec::decode(&frames.slices()).unwrap();
         assert_eq!(back, table);
         let first = back.rows[0].as_ref().unwrap();
         assert!(Arc::ptr_eq(&first["x"].shape, &back.rows[2].as_ref().unwrap()["y"].shape));
-        // Only its tuple holds rows: no column list, wire version 2.
+        // Only its tuple holds rows: no column list, wire version 2; nor 15 present items.
         let tuple_only = Table { rows: vec![], pinned: Rows(vec![row(4), row(5)]) };
         assert_eq!(mmcodec::encode(&tuple_only).unwrap().header()[5], 2);
+        let fifteen = Table { rows: rows(16), pinned: Rows(vec![]) };
+        assert_eq!(mmcodec::encode(&fifteen).unwrap().header()[5], 2);
         // A constraint of a field, checked item by item: the path rows would give.
-        let bad = Table { rows: vec![Some(row(1)), None, Some(row(0))], pinned: Rows(vec![]) };
+        let mut bad = Table { rows: rows(17), pinned: Rows(vec![]) };
+        bad.rows[2] = Some(row(0));
         let error = mmcodec::encode(&bad).unwrap_err();
         assert_eq!(error.path(), "$.rows[2]['x'].size");
     }
