@@ -3,10 +3,11 @@
 //!
 //! A list of a mapping type `M` whose values are a shared struct `S` (`list[M]` or
 //! `list[optional[M]]`) travels as a msgpack map `{count, keys, columns, absent}` when
-//! its present items hold the same keys in the same order: per key one column with one
-//! value per present item, either `[0, values]` (each `S` value as rows write it: in
-//! full, or a back-reference) or, when every value is a distinct `S` not sent before,
-//! `[1, field column, ...]` (one array per field of `S`). Rows (an array) otherwise. The
+//! at least [`MIN_ITEMS`] items are present and hold the same keys in the same order (the
+//! decoder takes any number): per key one column with one value per present item, either
+//! `[0, values]` (each `S` value as rows write it: in full, or a back-reference) or, when
+//! every value is a distinct `S` not sent before, `[1, field column, ...]` (one array per
+//! field of `S`). Rows (an array) otherwise. The
 //! generated code says which types take part ([`Columnar`], [`FieldColumns`],
 //! [`FieldColumnsEncode`]); this module holds what does not depend on the schema.
 //!
