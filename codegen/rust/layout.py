@@ -161,6 +161,25 @@ def method_call(
     return _rows(*rows)
 
 
+def let_call(
+    indent: int, binding: str, receiver: str, method: RustCode, args: Sequence[RustCode], tail: str
+) -> RustCode:
+    """``let binding = receiver.method(args)tail``: a call that does not fit moves to the
+    next line when it fits there, else its arguments go one per line (as they do when
+    several are wider than ``fn_call_width``)."""
+    pad = " " * indent
+    joined = code(*[code(", " if i else "", a) for i, a in enumerate(args)])
+    narrow = len(args) < 2 or len(joined) <= CALL_ARGS_WIDTH
+    call = code(receiver, ".", method, "(", joined, ")", tail)
+    one = code(pad, "let ", binding, " = ", call)
+    if _fits(one) and narrow:
+        return one
+    below = code(pad, "    ", call)
+    if _fits(below) and narrow:
+        return _rows(code(pad, "let ", binding, " ="), below)
+    return method_call(indent, f"let {binding} = {receiver}", method, args, tail)
+
+
 FIELD_VALUE_WIDTH = 98
 """The longest ``name: receiver.call()?,`` line rustfmt keeps whole (measured: it keeps
 room for the comma and the ``?`` when it measures the chain)."""

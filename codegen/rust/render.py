@@ -154,6 +154,7 @@ class _Module:
             ]
         )
         fields, reads, writes, defaults, constants = [], [], [], [], []
+        read_bounds: list[RustCode | None] = []
         for f in t.fields:
             name = names[f.name]
             as_u64 = unsigned(f.type, f.constraints)
@@ -175,6 +176,8 @@ class _Module:
                 if constant is not None:
                     constants.append(constant)
                 defaults.append((name, default))
+                if default == "Vec::new()" and ty.startswith("Rows<"):
+                    default = code("Rows(Vec::new())")
             elif isinstance(f.default, ir.MemberDefault):
                 default = self.member_default(f.type, f.default)
                 defaults.append((name, default))
@@ -186,6 +189,7 @@ class _Module:
                 method += "_into"  # the default is a constant: &'static str, &'static [u8]
             method += "_in" if bounds else ""
             reads.append((name, code(method), read_args))
+            read_bounds.append(code("&Self::", bounds_const) if bounds else None)
             write_args = [code("&self.", name)] + (
                 [code("&Self::", bounds_const)] if bounds else []
             )
@@ -195,6 +199,7 @@ class _Module:
                 )
             )
         required = sum(1 for f in t.fields if isinstance(f.default, ir.NoDefault))
+        columns = self.field_columns(t, names, reads, read_bounds)
         field_names = [string(f.name) for f in t.fields]
         allow = lint_allowances([self.name(t)], list(names.values()))
         arms = [
@@ -217,6 +222,7 @@ class _Module:
             ),
             "required": required,
             "count": len(t.fields),
+            "columns": columns,
             "constants": constants,
             "read": layout.field_values(8, code("Ok(Self"), reads, ")", "s"),
             "writes": writes,
@@ -225,6 +231,47 @@ class _Module:
             "default": layout.struct_literal(8, code("Self"), defaults, "")
             if len(defaults) == len(t.fields) and not all(_zero(f) for f in t.fields)
             else None,
+        }
+
+    def field_columns(
+        self,
+        t: ir.StructDef,
+        names: dict[str, RustCode],
+        read_methods: list[tuple[RustCode, RustCode, list[RustCode]]],
+        read_bounds: list[RustCode | None],
+    ) -> dict[str, Any] | None:
+        """How a struct that column lists hold reads and writes its fields as columns: per
+        field, a column of its values (checked against its constraints), or of references
+        for a type that travels once."""
+        if self.key(t.name) not in self.schemas.column_values():
+            return None
+        reads, writes, values = [], [], []
+        for i, (f, read, bound) in enumerate(zip(t.fields, read_methods, read_bounds, strict=True)):
+            name = names[f.name]
+            _, method, args = read
+            once = isinstance(f.type, ir.Named) and is_shared(
+                self.schemas.defs[(f.type.module, f.type.name)]
+            )
+            # As rows read the field (its default, its bounds), a column of it; a type
+            # that travels once (a union, a shared struct) may be referred to by index.
+            column = code("once_column") if once else code(method.replace("field", "column"))
+            read_args = [] if once else list(args)
+            reads.append(layout.let_call(8, f"mut f{i}", "c", column, read_args, "?;"))
+            bounds = [] if bound is None else [bound]
+            write = code("once_column" if once else "column_in" if bounds else "column")
+            getter = code("|v| &v.", name)
+            writes.append(layout.method_call(8, "w", write, [getter, *bounds], "?;"))
+            values.append((name, code("value"), [code("&mut f", str(i))]))
+        return {
+            "decode_impl": layout.impl_header(
+                code(DECODE_BOUND), code("FieldColumns<'a, C>"), self.self_type(t)
+            ),
+            "encode_impl": layout.impl_header(
+                code("<'a>"), code("FieldColumnsEncode<'a>"), self.self_type(t)
+            ),
+            "reads": reads,
+            "value": layout.field_values(12, code("out.push(Self"), values, ");", "c"),
+            "writes": writes,
         }
 
     def union_view(self, t: ir.UnionDef) -> dict[str, Any]:
@@ -322,11 +369,16 @@ class _Module:
     def mapping_view(self, t: ir.MappingDef) -> dict[str, Any]:
         owner = self.key(t.name)
         entries = self.schemas.rust_type(ir.DictOf(t.key, t.value), self.home, owner)
+        value = self.schemas.column_value(owner)
         return {
             "kind": "mapping",
             "allow": lint_allowances([self.name(t)], []),
             "decl": _tuple_struct(self.self_type(t), entries),
             "target": layout.const_item(4, code("type Target"), entries),
+            # Its lists may travel as column lists: the struct its values are.
+            "column_value": None
+            if value is None
+            else layout.const_item(4, code("type Value"), self.schemas.path(value, self.home)),
         }
 
     # -- the module ------------------------------------------------------------------

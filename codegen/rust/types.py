@@ -122,6 +122,36 @@ class Schemas:
                         break
         return out
 
+    # -- column lists -----------------------------------------------------------------
+
+    def column_value(self, key: Key) -> Key | None:
+        """The struct ``S`` when ``key`` names a mapping whose lists may travel as column
+        lists (``str`` keys, values a named struct that travels once), else None."""
+        t = self.defs.get(key)
+        if not isinstance(t, ir.MappingDef) or t.key != ir.Builtin("str"):
+            return None
+        if not isinstance(t.value, ir.Named):
+            return None
+        value = (t.value.module, t.value.name)
+        target = self.defs.get(value)
+        if isinstance(target, ir.StructDef) and is_shared(target):
+            return value
+        return None
+
+    def _column_item(self, t: ir.TypeExpr) -> bool:
+        """Whether ``t`` is ``M`` or ``optional[M]`` of a mapping whose lists may be
+        column lists."""
+        inner = t.inner if isinstance(t, ir.OptionalOf) else t
+        return (
+            isinstance(inner, ir.Named)
+            and self.column_value((inner.module, inner.name)) is not None
+        )
+
+    def column_values(self) -> set[Key]:
+        """Every struct some mapping's column lists hold (each reads and writes its
+        fields as columns)."""
+        return {v for k in self.defs if (v := self.column_value(k)) is not None}
+
     def expr_borrows(self, t: ir.TypeExpr) -> bool:
         builtins, named = self._mentions(t)
         return bool(builtins & set(_BORROWING) or named & self.borrows)
@@ -198,6 +228,9 @@ class Schemas:
             if owner is not None and (owner, key) in self.boxed:
                 return code("Box<", path, ">")
             return path
+        if isinstance(t, ir.VarTupleOf) and self._column_item(t.item):
+            # Only a list travels as a column list: a tuple of its items stays rows.
+            return code("Rows<", self.rust_type(t.item, home, owner), ">")
         if isinstance(t, (ir.ListOf, ir.VarTupleOf)):
             return code("Vec<", self.rust_type(t.item, home, owner), ">")
         if isinstance(t, ir.TupleOf):

@@ -1604,6 +1604,41 @@ impl<'a> Encode<'a> for Cell<'a> {
     }
 }
 
+impl<'a, C: Tabled<'a>> FieldColumns<'a, C> for Cell<'a> {
+    fn read_columns(c: &mut ColumnReader<'_, '_, 'a, '_, C>) -> Result<Vec<Self>, DecodeError> {
+        let mut f0 = c.column()?;
+        let mut f1 = c.column()?;
+        let mut f2 = c.once_column()?;
+        let mut f3 = c.column()?;
+        let mut f4 = c.column()?;
+        let mut f5 = c.column_or_into(Self::NOTE_DEFAULT)?;
+        let mut out = Vec::with_capacity(c.present());
+        for _ in 0..c.present() {
+            out.push(Self {
+                values: c.value(&mut f0)?,
+                extra: c.value(&mut f1)?,
+                reading: c.value(&mut f2)?,
+                index: c.value(&mut f3)?,
+                label: c.value(&mut f4)?,
+                note: c.value(&mut f5)?,
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl<'a> FieldColumnsEncode<'a> for Cell<'a> {
+    fn write_columns(w: &mut ColumnWriter<'_, '_, 'a, Self>) -> Result<(), EncodeError> {
+        w.column(|v| &v.values)?;
+        w.column(|v| &v.extra)?;
+        w.once_column(|v| &v.reading)?;
+        w.column(|v| &v.index)?;
+        w.column(|v| &v.label)?;
+        w.column(|v| &v.note)?;
+        Ok(())
+    }
+}
+
 impl<'a, C: Tabled<'a>> Shared<'a, C> for Cell<'a> {
     const NAME: &'static str = "Cell";
     const EXPECTED: &'static str = "int | array";
@@ -1648,15 +1683,45 @@ impl DerefMut for CellRow<'_> {
 
 impl<'a, C: Tabled<'a>> Decode<'a, C> for CellRow<'a> {
     const EXPECTED: &'static str = "object";
+    const LIST_EXPECTED: &'static str = "object | array";
+    const OPTIONAL_LIST_EXPECTED: &'static str = "object | array";
 
     fn read(d: &mut Decoder<'a, '_, C>) -> Result<Self, DecodeError> {
         d.read().map(Self)
+    }
+
+    fn read_list(d: &mut Decoder<'a, '_, C>) -> Result<Vec<Self>, DecodeError> {
+        d.read_items()
+    }
+
+    fn read_optional_list(d: &mut Decoder<'a, '_, C>) -> Result<Vec<Option<Self>>, DecodeError> {
+        d.read_optional_items()
     }
 }
 
 impl<'a> Encode<'a> for CellRow<'a> {
     fn write(&self, e: &mut Encoder<'a>) -> Result<(), EncodeError> {
         self.0.write(e)
+    }
+
+    fn write_list(items: &[Self], e: &mut Encoder<'a>) -> Result<(), EncodeError> {
+        e.write_items(items)
+    }
+
+    fn write_optional_list(items: &[Option<Self>], e: &mut Encoder<'a>) -> Result<(), EncodeError> {
+        e.write_optional_items(items)
+    }
+}
+
+impl<'a> Columnar<'a> for CellRow<'a> {
+    type Value = Cell<'a>;
+
+    fn entries(&self) -> &<Self as Deref>::Target {
+        &self.0
+    }
+
+    fn from_entries(entries: <Self as Deref>::Target) -> Self {
+        Self(entries)
     }
 }
 

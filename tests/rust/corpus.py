@@ -26,6 +26,7 @@ from mmcodec.domain import multimodal as domain
 from mmcodec.generated import multimodal as mm
 from mmcodec.payloads import PAYLOADS
 from mmcodec.runtime.codec import codec_of
+from mmcodec.runtime.columns import MIN_ITEMS
 from mmcodec.runtime.dtypes import BY_TORCH
 from tests.security.samples import SAMPLES
 
@@ -40,9 +41,88 @@ class Batch:
 
 
 def samples() -> Iterator[tuple[str, Any, Any]]:
-    """(name, type, value) of every hostile-input sample."""
+    """(name, type, value) of every hostile-input sample, then of :func:`column_lists`."""
     for name, (tp, make) in SAMPLES.items():
         yield name, tp, make()
+    for name, value in column_lists():
+        yield name, mm.MultiModalKwargsItems, value
+
+
+def _elem(data: Any, field: Any) -> Any:
+    return mm.MultiModalFieldElem(data, field)
+
+
+def _batch(n: int) -> list[mm.MultiModalKwargsItem | None]:
+    """``n`` items of one batch: ``grid`` int64[n, 3] (batched), ``scale`` (shared)."""
+    config = {
+        "grid": mm.MultiModalFieldConfig.batched("image"),
+        "scale": mm.MultiModalFieldConfig.shared("image", n),
+    }
+    grid = torch.arange(n * 3, dtype=torch.int64).reshape(n, 3)
+    batch = {"grid": grid, "scale": torch.tensor([0.5, 2.0])}
+    return list(mm.MultiModalKwargsItems.from_hf_inputs(batch, config)["image"])
+
+
+def column_lists() -> Iterator[tuple[str, mm.MultiModalKwargsItems]]:
+    """(name, items) of item lists that travel as column lists (wire version 3: at least
+    ``MIN_ITEMS`` present items), each way the encoder lays one out, and of lists that
+    fall back to rows."""
+    n = MIN_ITEMS
+    grid = torch.arange(n * 3, dtype=torch.int64).reshape(n, 3)
+    scale = torch.tensor([0.5, 2.0])
+    # Absent (cached) items: their positions travel in `absent`.
+    absent = _batch(n + 2)
+    absent[0] = absent[2] = None
+    yield "columns-absent", mm.MultiModalKwargsItems({"image": absent})
+    # Field variants: one object per item (each value in full), or all items but the last
+    # sharing one (rows' back-reference form `[-1, i]` inside the field column).
+    flat = mm.FlatField([slice(i, i + 1) for i in range(n)])
+    own = [mm.BatchedField() for _ in range(n)]
+    mixed = [*[flat] * (n - 1), mm.FlatField([slice(0, n)], keep_on_cpu=True)]
+    other = grid * 2  # the same tensor twice would travel once from Rust, twice from Python
+    rows: list[mm.MultiModalKwargsItem | None] = [
+        mm.MultiModalKwargsItem({"own": _elem(grid[i], own[i]), "mixed": _elem(other[i], mixed[i])})
+        for i in range(n)
+    ]
+    yield "columns-distinct-fields", mm.MultiModalKwargsItems({"image": rows})
+    # Elements met before (another modality holds them): values columns of back-references;
+    # an element all items but the last share: a values column, the others back-references.
+    shared = _elem(scale, mm.SharedField(n))
+    pairs: list[mm.MultiModalKwargsItem | None] = [
+        *(
+            mm.MultiModalKwargsItem({"scale": shared, "grid": _elem(grid[i], own[0])})
+            for i in range(n)
+        ),
+        mm.MultiModalKwargsItem({"scale": _elem(scale, own[1]), "grid": _elem(None, own[0])}),
+    ]
+    yield "columns-sent-before", mm.MultiModalKwargsItems({"image": pairs, "video": pairs[:n]})
+    # Rows: keys in another order, items without keys, a single item, only None.
+    first, second = pairs[0], pairs[1]
+    assert first is not None and second is not None
+    swapped = mm.MultiModalKwargsItem(dict(reversed(list(second.items()))))
+    yield (
+        "columns-fall-back-to-rows",
+        mm.MultiModalKwargsItems(
+            {
+                "image": [first, swapped, *pairs[2:n]],
+                "audio": [mm.MultiModalKwargsItem() for _ in range(n)],
+                "video": [first],
+                "cached": [None] * n,
+            }
+        ),
+    )
+    # The threshold, counted in present items: 15 stay rows (wire version 2), 16 columns.
+    fifteen = _batch(n)
+    # The last absent: a gap among one storage's small views would split them into inline
+    # runs that Rust, re-encoding, no longer knows share a storage (and orders otherwise).
+    fifteen[-1] = None
+    yield (
+        "columns-15-present-rows",
+        mm.MultiModalKwargsItems({"image": _batch(n - 1), "video": fifteen}),
+    )
+    sixteen = _batch(n + 1)
+    sixteen[1] = None
+    yield "columns-16-present", mm.MultiModalKwargsItems({"image": _batch(n), "video": sixteen})
 
 
 def _recording_api() -> tuple[Any, list[Batch]]:

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from mmcodec.generated import multimodal as mm
@@ -81,6 +82,34 @@ def test_rust_reencodes_the_samples_byte_for_byte(
     )
     assert out.read_bytes() == buffer
     assert mm.decode_bytes(out.read_bytes(), tp) == value
+
+
+COLUMN_LISTS: dict[str, tuple[int, dict[str, str]]] = {
+    "columns-absent": (3, {"image": "columns"}),
+    "columns-distinct-fields": (3, {"image": "columns"}),
+    "columns-sent-before": (3, {"image": "columns", "video": "columns"}),
+    "columns-fall-back-to-rows": (
+        2,
+        {"image": "rows", "audio": "rows", "video": "rows", "cached": "rows"},
+    ),
+    "columns-15-present-rows": (2, {"image": "rows", "video": "rows"}),
+    "columns-16-present": (3, {"image": "columns", "video": "columns"}),
+}
+"""The wire version and each list's layout the Python encoder gives the column-list cases
+(15 present items are rows, 16 columns: ``mmcodec.runtime.columns.MIN_ITEMS``); the tests
+above check that Rust reads and writes them byte for byte."""
+
+
+def test_the_column_list_cases_travel_as_their_names_say() -> None:
+    cases = dict(corpus.column_lists())
+    assert list(cases) == list(COLUMN_LISTS)
+    for name, (version, lists) in COLUMN_LISTS.items():
+        envelope = msgspec.msgpack.decode(mm.encode(cases[name])[0])
+        layouts = {
+            key: "columns" if isinstance(value, dict) else "rows"
+            for key, value in envelope[7].items()
+        }
+        assert (envelope[1], layouts) == (version, lists), name
 
 
 @pytest.mark.parametrize(

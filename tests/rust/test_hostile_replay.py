@@ -1,8 +1,10 @@
 """The Python hostile corpus replayed against the Rust decoder.
 
 The security suite's hand-written hostile messages (``tests/security/test_malformed.py``,
-``test_bounded_work.py``) and a run of its structure-aware fuzzer
-(``test_fuzz.py``, ``MMCODEC_FUZZ_EXAMPLES`` cases) are recorded as they decode in Python
+``test_bounded_work.py``), its hostile column lists and their fuzz
+(``test_column_lists.py``), those of ``tests/rust/test_hostile_columns.py``, and a run of
+its structure-aware fuzzer (``test_fuzz.py``, ``MMCODEC_FUZZ_EXAMPLES`` cases) are
+recorded as they decode in Python
 (``tests/rust/record_decodes.py``): bytes, type, limits and outcome. The Rust decoder,
 given each with the same limits, must reject what Python rejects and accept what Python
 accepts; where both reject, it names the same value (the path), and for most cases says
@@ -35,6 +37,8 @@ SOURCES = [
     "tests/security/test_malformed.py",
     "tests/security/test_bounded_work.py",
     "tests/security/test_fuzz.py",
+    "tests/security/test_column_lists.py",
+    "tests/rust/test_hostile_columns.py",
 ]
 RECORDING = ["-p", "tests.rust.record_decodes"]
 FUZZ_EXAMPLES = 3000

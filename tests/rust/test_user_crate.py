@@ -37,6 +37,12 @@ SCHEMAS = {
             "Tensor": {
                 "struct": {"values": "list[float]", "label": {"type": "str", "pattern": "^[a-z]+$"}}
             },
+            "Cell": {
+                "struct": {
+                    "shape": "Self",
+                    "size": {"type": "int", "ge": 1, "default": 1, "doc": HOSTILE},
+                }
+            },
             "Self": {
                 "union": [
                     {"tag": 'quote"tag\\', "type": "Option"},
@@ -53,6 +59,15 @@ SCHEMAS = {
         "types": {
             "u8": {"mapping": {"key": "str", "value": "shapes.Self"}},
             "Scene": {"struct": {"items": "u8", "first": "optional[shapes.Self]"}},
+            # Lists of a mapping of str to a struct of another schema: column lists; a
+            # tuple of them stays rows.
+            "Row": {"mapping": {"key": "str", "value": "shapes.Cell"}},
+            "Table": {
+                "struct": {
+                    "rows": "list[optional[Row]]",
+                    "pinned": {"type": "tuple[Row, ...]", "default": []},
+                }
+            },
         },
     },
 }
@@ -101,6 +116,42 @@ mod tests {
         items.insert("x".to_string(), Arc::new(Self_::Tensor_(bad)));
         let error = mmcodec::encode(&Scene { items: u8_(items), first: None }).unwrap_err();
         assert_eq!(error.path(), "$.items['x'].label");
+    }
+
+    #[test]
+    fn a_table_travels_as_columns_and_its_tuple_as_rows() {
+        use crate::schemas::scene::{Row, Table};
+        use mmcodec::Rows;
+
+        let circle = Arc::new(Self_::NestedTensors(NestedTensors::Int(1)));
+        let cell = |size: u64| Arc::new(shapes::Cell { shape: circle.clone(), size });
+        let row = |size: u64| {
+            let mut cells = IndexMap::new();
+            cells.insert("x".to_string(), cell(size));
+            cells.insert("y".to_string(), cell(2));
+            Row(cells)
+        };
+        // 16 present items (mmcodec::columns::MIN_ITEMS): the fewest that travel as columns.
+        let rows = |n: u64| -> Vec<Option<Row>> {
+            (1..=n).map(|size| if size == 2 { None } else { Some(row(size)) }).collect()
+        };
+        let table = Table { rows: rows(17), pinned: Rows(vec![row(4), row(5)]) };
+        let frames = mmcodec::encode(&table).unwrap();
+        assert_eq!(frames.header()[5], 3, "wire version 3: a column list");
+        let back: Table = mmcodec::decode(&frames.slices()).unwrap();
+        assert_eq!(back, table);
+        let first = back.rows[0].as_ref().unwrap();
+        assert!(Arc::ptr_eq(&first["x"].shape, &back.rows[2].as_ref().unwrap()["y"].shape));
+        // Only its tuple holds rows: no column list, wire version 2; nor 15 present items.
+        let tuple_only = Table { rows: vec![], pinned: Rows(vec![row(4), row(5)]) };
+        assert_eq!(mmcodec::encode(&tuple_only).unwrap().header()[5], 2);
+        let fifteen = Table { rows: rows(16), pinned: Rows(vec![]) };
+        assert_eq!(mmcodec::encode(&fifteen).unwrap().header()[5], 2);
+        // A constraint of a field, checked item by item: the path rows would give.
+        let mut bad = Table { rows: rows(17), pinned: Rows(vec![]) };
+        bad.rows[2] = Some(row(0));
+        let error = mmcodec::encode(&bad).unwrap_err();
+        assert_eq!(error.path(), "$.rows[2]['x'].size");
     }
 }
 """
@@ -155,3 +206,4 @@ def test_a_users_schema_builds_lints_and_round_trips_as_a_crate(tmp_path: Path) 
     test = _cargo(crate, "test")
     assert test.returncode == 0, test.stdout[-3000:] + test.stderr[-3000:]
     assert "test tests::a_scene_round_trips ... ok" in test.stdout
+    assert "test tests::a_table_travels_as_columns_and_its_tuple_as_rows ... ok" in test.stdout

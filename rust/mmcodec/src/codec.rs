@@ -18,8 +18,13 @@ use crate::runs::TensorTable;
 
 /// The envelope's first entry.
 pub const MAGIC: &str = "mmc";
-/// The version of the wire format this crate reads and writes (the Python runtime's).
-pub const WIRE_VERSION: u64 = 2;
+/// The newest version of the wire format, the Python runtime's: version 2 and column
+/// lists ([`crate::columns`]). An encoder writes the oldest version that holds its
+/// message: 3 when it wrote a column list, else [`ROWS_WIRE_VERSION`], which decoders of
+/// version 2 read too. A decoder reads both.
+pub const WIRE_VERSION: u64 = 3;
+/// The version of messages without column lists.
+pub const ROWS_WIRE_VERSION: u64 = 2;
 
 /// A named type of a schema: a value that can be the root of a message.
 pub trait Message<'a>: Decode<'a, Self::Context> + Encode<'a> {
@@ -118,12 +123,17 @@ pub fn encode_with<'a, T: Message<'a>>(
 ) -> Result<Frames<'a>, EncodeError> {
     let mut encoder = Encoder::new(&options.limits);
     value.write(&mut encoder)?;
-    let (body, tensors) = encoder.finish();
+    let (body, tensors, columns) = encoder.finish();
+    let version = if columns {
+        WIRE_VERSION
+    } else {
+        ROWS_WIRE_VERSION
+    };
     let plan = plan(&tensors, options.inline_threshold);
     let mut header = Vec::with_capacity(64 + 32 * plan.runs.len() + body.len());
     write::array(&mut header, 8);
     write::str(&mut header, MAGIC);
-    write::uint(&mut header, WIRE_VERSION);
+    write::uint(&mut header, version);
     write::str(&mut header, T::SCHEMA);
     write::uint(&mut header, T::MAJOR);
     write::str(&mut header, T::NAME);
@@ -255,10 +265,10 @@ fn read_identity<'a, T: Message<'a>>(r: &mut Reader<'a>) -> Result<(), DecodeErr
             python_repr(magic)
         )));
     }
-    if version != i128::from(WIRE_VERSION) {
+    if !(i128::from(ROWS_WIRE_VERSION)..=i128::from(WIRE_VERSION)).contains(&version) {
         return Err(DecodeError::new(format!(
-            "wire format version {version} is not supported (this decoder reads version \
-             {WIRE_VERSION})"
+            "wire format version {version} is not supported (this decoder reads versions \
+             {ROWS_WIRE_VERSION} to {WIRE_VERSION})"
         )));
     }
     if schema != T::SCHEMA || major != i128::from(T::MAJOR) {

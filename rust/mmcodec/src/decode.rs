@@ -25,18 +25,34 @@ use crate::tensor::{NestedTensors, Slice, Tensor};
 /// The state of one decode: the header being read, the message's tensors, the caller's
 /// limits, and per shared type the values read so far (`C`, the root module's `Context`).
 pub struct Decoder<'a, 'm, C> {
-    reader: Reader<'a>,
+    pub(crate) reader: Reader<'a>,
     tensors: &'m TensorTable<'a>,
-    limits: &'m Limits,
-    tables: C,
+    pub(crate) limits: &'m Limits,
+    pub(crate) tables: C,
 }
 
 /// A value of the schema that can be read from a message.
 pub trait Decode<'a, C>: Sized {
     /// msgspec's name of the wire type (`int`, `array`, `int | array`, ...), for errors.
     const EXPECTED: &'static str;
+    /// [`Decode::EXPECTED`] of a `list[Self]`: an array, or for an item type whose lists
+    /// can travel as column lists ([`crate::columns`]) an array or a map.
+    const LIST_EXPECTED: &'static str = "array";
+    /// [`Decode::LIST_EXPECTED`] of a `list[optional[Self]]`.
+    const OPTIONAL_LIST_EXPECTED: &'static str = "array";
 
     fn read(d: &mut Decoder<'a, '_, C>) -> Result<Self, DecodeError>;
+
+    /// A `list[Self]`: its items in an array (rows), unless the type says otherwise.
+    fn read_list(d: &mut Decoder<'a, '_, C>) -> Result<Vec<Self>, DecodeError> {
+        read_rows(d)
+    }
+
+    /// A `list[optional[Self]]`: its items in an array (rows), unless the type says
+    /// otherwise.
+    fn read_optional_list(d: &mut Decoder<'a, '_, C>) -> Result<Vec<Option<Self>>, DecodeError> {
+        read_rows(d)
+    }
 }
 
 /// A struct of the schema: an array of its fields, in order, defaults last. Fields travel
@@ -116,14 +132,14 @@ fn accepts(expected: &str, kind: Kind) -> bool {
         .any(|name| name == kind.name() || (name == "float" && kind == Kind::Int))
 }
 
-fn bad_back_reference(name: &str, index: u64, sent: usize) -> DecodeError {
+pub(crate) fn bad_back_reference(name: &str, index: u64, sent: usize) -> DecodeError {
     DecodeError::new(format!(
         "back-reference to {name} value {index}, but {sent} were sent"
     ))
 }
 
 /// A back-reference's index: a non-negative int.
-fn read_index(r: &mut Reader<'_>) -> Result<u64, DecodeError> {
+pub(crate) fn read_index(r: &mut Reader<'_>) -> Result<u64, DecodeError> {
     let value = r.int()?;
     u64::try_from(value).map_err(|_| DecodeError::new("Expected `int` >= 0"))
 }
@@ -173,7 +189,7 @@ impl<'a, 'm, C> Decoder<'a, 'm, C> {
     }
 
     /// A container of `n` elements, against `max_elements`.
-    fn check_count(&self, n: usize) -> Result<(), DecodeError> {
+    pub(crate) fn check_count(&self, n: usize) -> Result<(), DecodeError> {
         if n > self.limits.max_elements {
             return Err(DecodeError::new(format!(
                 "{n} elements exceed the limit of {}",
@@ -519,6 +535,7 @@ impl<'a, C> Decode<'a, C> for Cow<'a, [u8]> {
 
 impl<'a, C, T: Decode<'a, C>> Decode<'a, C> for Option<T> {
     const EXPECTED: &'static str = T::EXPECTED;
+    const LIST_EXPECTED: &'static str = T::OPTIONAL_LIST_EXPECTED;
 
     fn read(d: &mut Decoder<'a, '_, C>) -> Result<Self, DecodeError> {
         if d.reader.nil()? {
@@ -530,23 +547,35 @@ impl<'a, C, T: Decode<'a, C>> Decode<'a, C> for Option<T> {
         }
         T::read(d).map(Some)
     }
+
+    fn read_list(d: &mut Decoder<'a, '_, C>) -> Result<Vec<Self>, DecodeError> {
+        T::read_optional_list(d)
+    }
 }
 
-/// Schema `list[T]` and `tuple[T, ...]`.
+/// Schema `list[T]` and `tuple[T, ...]`: rows, or what the item type reads instead
+/// ([`Decode::read_list`]).
 impl<'a, C, T: Decode<'a, C>> Decode<'a, C> for Vec<T> {
-    const EXPECTED: &'static str = "array";
+    const EXPECTED: &'static str = T::LIST_EXPECTED;
 
     fn read(d: &mut Decoder<'a, '_, C>) -> Result<Self, DecodeError> {
-        let n = d.reader.array()?;
-        d.check_count(n)?;
-        // Each item takes at least a byte of the header (the reader checked n against the
-        // bytes left), so this reserves at most size_of::<T>() per header byte.
-        let mut items = Vec::with_capacity(n);
-        for index in 0..n {
-            items.push(T::read(d).map_err(|e| e.at(Segment::Index(index)))?);
-        }
-        Ok(items)
+        T::read_list(d)
     }
+}
+
+/// A list as an array of its items (rows).
+pub fn read_rows<'a, C, T: Decode<'a, C>>(
+    d: &mut Decoder<'a, '_, C>,
+) -> Result<Vec<T>, DecodeError> {
+    let n = d.reader.array()?;
+    d.check_count(n)?;
+    // Each item takes at least a byte of the header (the reader checked n against the
+    // bytes left), so this reserves at most size_of::<T>() per header byte.
+    let mut items = Vec::with_capacity(n);
+    for index in 0..n {
+        items.push(T::read(d).map_err(|e| e.at(Segment::Index(index)))?);
+    }
+    Ok(items)
 }
 
 /// A mapping key type (`str`, `int` or an enum): read and written as any value of its

@@ -26,6 +26,33 @@ use crate::tensor::{NestedTensors, Slice, Tensor};
 /// A value of the schema that can be written to a message.
 pub trait Encode<'a> {
     fn write(&self, e: &mut Encoder<'a>) -> Result<(), EncodeError>;
+
+    /// A `list[Self]`: its items in an array (rows), unless the type says otherwise.
+    fn write_list(items: &[Self], e: &mut Encoder<'a>) -> Result<(), EncodeError>
+    where
+        Self: Sized,
+    {
+        write_rows(items, e)
+    }
+
+    /// A `list[optional[Self]]`: its items in an array (rows), unless the type says
+    /// otherwise.
+    fn write_optional_list(items: &[Option<Self>], e: &mut Encoder<'a>) -> Result<(), EncodeError>
+    where
+        Self: Sized,
+    {
+        write_rows(items, e)
+    }
+}
+
+/// A list as an array of its items (rows).
+pub fn write_rows<'a, T: Encode<'a>>(items: &[T], e: &mut Encoder<'a>) -> Result<(), EncodeError> {
+    e.check_count(items.len())?;
+    write::array(&mut e.out, items.len());
+    for (index, item) in items.iter().enumerate() {
+        item.write(e).map_err(|err| err.at(Segment::Index(index)))?;
+    }
+    Ok(())
 }
 
 /// A struct of the schema, written as an array of its fields.
@@ -95,12 +122,17 @@ struct TensorKey {
 /// The state of one encode: the body written so far, the tensors it references, and per
 /// shared type the values written so far.
 pub struct Encoder<'a> {
-    out: Vec<u8>,
+    pub(crate) out: Vec<u8>,
     tensors: Vec<Tensor<'a>>,
     tensor_refs: HashMap<TensorKey, u64>,
-    shared: HashMap<(&'static str, usize), u64>,
-    counts: HashMap<&'static str, u64>,
-    limits: Limits,
+    pub(crate) shared: HashMap<(&'static str, usize), u64>,
+    pub(crate) counts: HashMap<&'static str, u64>,
+    pub(crate) limits: Limits,
+    /// Whether a list was written as a column list (the message is then wire version 3).
+    pub(crate) columns_used: bool,
+    /// Whether a tensor was refused (the Python encoder finds those in the order tensors
+    /// are met, column lists included; any other refusal in the order rows meet values).
+    pub(crate) tensor_refused: bool,
 }
 
 impl<'a> Encoder<'a> {
@@ -112,11 +144,14 @@ impl<'a> Encoder<'a> {
             shared: HashMap::new(),
             counts: HashMap::new(),
             limits: limits.clone(),
+            columns_used: false,
+            tensor_refused: false,
         }
     }
 
-    pub(crate) fn finish(self) -> (Vec<u8>, Vec<Tensor<'a>>) {
-        (self.out, self.tensors)
+    /// The body, the tensors it references, and whether it holds a column list.
+    pub(crate) fn finish(self) -> (Vec<u8>, Vec<Tensor<'a>>, bool) {
+        (self.out, self.tensors, self.columns_used)
     }
 
     /// The body's bytes so far (built-in types write themselves here).
@@ -197,6 +232,18 @@ impl<'a> Encoder<'a> {
         if let Some(&reference) = self.tensor_refs.get(&key) {
             return Ok(reference);
         }
+        if let Err(error) = self.check_tensor(tensor) {
+            self.tensor_refused = true;
+            return Err(error);
+        }
+        let reference = self.tensors.len() as u64;
+        self.tensor_refs.insert(key, reference);
+        self.tensors.push(tensor.clone());
+        Ok(reference)
+    }
+
+    /// What the receiver's decoder would refuse of a tensor new to the message.
+    fn check_tensor(&self, tensor: &Tensor<'a>) -> Result<(), EncodeError> {
         let (most, name) = if self.limits.max_elements < self.limits.max_tensors {
             (self.limits.max_elements, "max_elements")
         } else {
@@ -219,13 +266,10 @@ impl<'a> Encoder<'a> {
                 "bool tensor holds a byte other than 0 and 1",
             ));
         }
-        let reference = self.tensors.len() as u64;
-        self.tensor_refs.insert(key, reference);
-        self.tensors.push(tensor.clone());
-        Ok(reference)
+        Ok(())
     }
 
-    fn check_count(&self, n: usize) -> Result<(), EncodeError> {
+    pub(crate) fn check_count(&self, n: usize) -> Result<(), EncodeError> {
         if n > self.limits.max_elements {
             return Err(EncodeError::new(format!(
                 "{n} elements exceed the receiver's limit of {} (max_elements)",
@@ -319,16 +363,17 @@ impl<'a, T: Encode<'a>> Encode<'a> for Option<T> {
             }
         }
     }
+
+    fn write_list(items: &[Self], e: &mut Encoder<'a>) -> Result<(), EncodeError> {
+        T::write_optional_list(items, e)
+    }
 }
 
+/// Schema `list[T]` and `tuple[T, ...]`: rows, or what the item type writes instead
+/// ([`Encode::write_list`]).
 impl<'a, T: Encode<'a>> Encode<'a> for Vec<T> {
     fn write(&self, e: &mut Encoder<'a>) -> Result<(), EncodeError> {
-        e.check_count(self.len())?;
-        write::array(&mut e.out, self.len());
-        for (index, item) in self.iter().enumerate() {
-            item.write(e).map_err(|err| err.at(Segment::Index(index)))?;
-        }
-        Ok(())
+        T::write_list(self, e)
     }
 }
 

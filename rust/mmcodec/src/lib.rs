@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod codec;
+pub mod columns;
 pub mod constraints;
 pub mod decode;
 pub mod dtype;
@@ -31,8 +32,9 @@ pub mod tensor;
 
 pub use codec::{
     decode, decode_bytes, decode_bytes_with, decode_with, encode, encode_bytes, encode_with,
-    EncodeOptions, Frames, Message, MAGIC, WIRE_VERSION,
+    EncodeOptions, Frames, Message, MAGIC, ROWS_WIRE_VERSION, WIRE_VERSION,
 };
+pub use columns::Rows;
 pub use dtype::Dtype;
 pub use enums::{IntEnum, StrEnum};
 pub use error::{DecodeError, EncodeError};
@@ -48,6 +50,9 @@ pub mod prelude {
     pub use std::sync::Arc;
 
     pub use crate::codec::Message;
+    pub use crate::columns::{
+        ColumnReader, ColumnWriter, Columnar, FieldColumns, FieldColumnsEncode, Rows,
+    };
     pub use crate::constraints::{Bounds, Num};
     pub use crate::decode::{
         Decode, Decoder, Fields, Fresh, MapKey, Shared, Struct, StructFields, Tag, Union, Variant,

@@ -330,6 +330,18 @@ macro_rules! with_type {
                 type $T<'a> = features::Drawing;
                 $body
             }
+            "features.Cell" => {
+                type $T<'a> = features::Cell<'a>;
+                $body
+            }
+            "features.CellRow" => {
+                type $T<'a> = features::CellRow<'a>;
+                $body
+            }
+            "features.CellTable" => {
+                type $T<'a> = features::CellTable<'a>;
+                $body
+            }
             "common.Unit" => {
                 type $T<'a> = common::Unit;
                 $body

@@ -287,9 +287,11 @@ fn check(
 }
 
 /// Bytes a decode may allocate per input byte (and a fixed allowance): the Rust side's
-/// bound on "memory proportional to the message". The widest case is a list of one-byte
-/// values whose Rust type is large (a `None` of `Option<MultiModalKwargsItem>` takes 72).
-const BYTES_PER_BYTE: isize = 96;
+/// bound on "memory proportional to the message". The widest case is a column list whose
+/// items each take one byte, a back-reference: an item (an `Option<MultiModalKwargsItem>`
+/// of 72 bytes and its one-entry map, about 100) and its copy of the key (at most 64 bytes
+/// per header byte: the decoder refuses more). Rows of `None`s take 72 per byte.
+const BYTES_PER_BYTE: isize = 256;
 const FIXED_BYTES: isize = 64 << 10;
 
 #[test]
@@ -374,7 +376,7 @@ fn the_widest_messages_stay_within_the_memory_bound() {
         let mut out = Vec::new();
         write::array(&mut out, 8);
         write::str(&mut out, "mmc");
-        write::uint(&mut out, 2);
+        write::uint(&mut out, 3);
         write::str(&mut out, "multimodal");
         write::uint(&mut out, 1);
         write::str(&mut out, root);
@@ -407,9 +409,49 @@ fn the_widest_messages_stay_within_the_memory_bound() {
             }
         }
     });
+    // {"image": n items of one key, a column list}: one byte per item, each a value
+    // column's back-reference to the first item's element (the most items per byte).
+    let key = "k".repeat(64);
+    let column = |out: &mut Vec<u8>, key: &str, n: usize, absent: usize| {
+        write::map(out, 1);
+        write::str(out, "image");
+        write::map(out, 4);
+        write::str(out, "count");
+        write::uint(out, (n + absent) as u64);
+        write::str(out, "keys");
+        write::array(out, 1);
+        write::str(out, key);
+        write::str(out, "columns");
+        write::array(out, 1);
+        write::array(out, 2);
+        write::uint(out, 0);
+        write::array(out, n);
+        for i in 0..n {
+            if i == 0 {
+                write::array(out, 2);
+                write::nil(out);
+                write::array(out, 2);
+                write::uint(out, 0);
+                write::bool(out, false);
+            } else {
+                write::uint(out, 0);
+            }
+        }
+        write::str(out, "absent");
+        write::array(out, absent);
+        (0..absent).for_each(|i| write::uint(out, (n + i) as u64));
+    };
+    let columns = envelope("MultiModalKwargsItems", &|out| column(out, "k", n, 0));
+    // The same with the longest keys the decoder copies into items (64 bytes per byte).
+    let long_keys = envelope("MultiModalKwargsItems", &|out| column(out, &key, n / 64, 0));
+    // One present item and as many absent ones as a byte each can name.
+    let absent = envelope("MultiModalKwargsItems", &|out| column(out, "k", 1, 127));
     for (header, root) in [
         (&nones, "multimodal.MultiModalKwargsItems"),
         (&refs, "multimodal.MultiModalKwargsItem"),
+        (&columns, "multimodal.MultiModalKwargsItems"),
+        (&long_keys, "multimodal.MultiModalKwargsItems"),
+        (&absent, "multimodal.MultiModalKwargsItems"),
     ] {
         let frames = [header.as_slice()];
         let (result, peak) = peak_of(|| {

@@ -421,6 +421,29 @@ impl<'a> Encode<'a> for MultiModalFieldElem<'a> {
     }
 }
 
+impl<'a, C: Tabled<'a>> FieldColumns<'a, C> for MultiModalFieldElem<'a> {
+    fn read_columns(c: &mut ColumnReader<'_, '_, 'a, '_, C>) -> Result<Vec<Self>, DecodeError> {
+        let mut f0 = c.column()?;
+        let mut f1 = c.once_column()?;
+        let mut out = Vec::with_capacity(c.present());
+        for _ in 0..c.present() {
+            out.push(Self {
+                data: c.value(&mut f0)?,
+                field: c.value(&mut f1)?,
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl<'a> FieldColumnsEncode<'a> for MultiModalFieldElem<'a> {
+    fn write_columns(w: &mut ColumnWriter<'_, '_, 'a, Self>) -> Result<(), EncodeError> {
+        w.column(|v| &v.data)?;
+        w.once_column(|v| &v.field)?;
+        Ok(())
+    }
+}
+
 impl<'a, C: Tabled<'a>> Shared<'a, C> for MultiModalFieldElem<'a> {
     const NAME: &'static str = "MultiModalFieldElem";
     const EXPECTED: &'static str = "int | array";
@@ -465,15 +488,45 @@ impl DerefMut for MultiModalKwargsItem<'_> {
 
 impl<'a, C: Tabled<'a>> Decode<'a, C> for MultiModalKwargsItem<'a> {
     const EXPECTED: &'static str = "object";
+    const LIST_EXPECTED: &'static str = "object | array";
+    const OPTIONAL_LIST_EXPECTED: &'static str = "object | array";
 
     fn read(d: &mut Decoder<'a, '_, C>) -> Result<Self, DecodeError> {
         d.read().map(Self)
+    }
+
+    fn read_list(d: &mut Decoder<'a, '_, C>) -> Result<Vec<Self>, DecodeError> {
+        d.read_items()
+    }
+
+    fn read_optional_list(d: &mut Decoder<'a, '_, C>) -> Result<Vec<Option<Self>>, DecodeError> {
+        d.read_optional_items()
     }
 }
 
 impl<'a> Encode<'a> for MultiModalKwargsItem<'a> {
     fn write(&self, e: &mut Encoder<'a>) -> Result<(), EncodeError> {
         self.0.write(e)
+    }
+
+    fn write_list(items: &[Self], e: &mut Encoder<'a>) -> Result<(), EncodeError> {
+        e.write_items(items)
+    }
+
+    fn write_optional_list(items: &[Option<Self>], e: &mut Encoder<'a>) -> Result<(), EncodeError> {
+        e.write_optional_items(items)
+    }
+}
+
+impl<'a> Columnar<'a> for MultiModalKwargsItem<'a> {
+    type Value = MultiModalFieldElem<'a>;
+
+    fn entries(&self) -> &<Self as Deref>::Target {
+        &self.0
+    }
+
+    fn from_entries(entries: <Self as Deref>::Target) -> Self {
+        Self(entries)
     }
 }
 
