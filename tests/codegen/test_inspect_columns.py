@@ -1,0 +1,355 @@
+"""``mmcodec inspect`` on column lists (wire version 3).
+
+An item list whose items share their keys travels as columns: per key, the items' values
+(a values column) or one column per field of their struct (a fields column), with the
+positions of the absent items. With the module, inspect shows that layout by the schema's
+names, each value labelled with its item's position and resolved as in rows (tensors,
+back-references with the path of the value they repeat, as rows would spell it); by
+position, the map as it is. Hostile column lists are refused with the decoder's message.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mmcodec.codegen.cli import main
+from mmcodec.generated import multimodal as mm
+from mmcodec.runtime import framing
+from mmcodec.runtime.codec import codec_of
+from mmcodec.runtime.inspect import describe, render_text
+
+CODEC = codec_of(mm)
+MODULE = "mmcodec.generated.multimodal"
+
+
+def _example() -> mm.MultiModalKwargsItems:
+    """Three images and two absent ones: a token element shared by every item (a values
+    column), and per-item pixels whose field variant is one object (a fields column)."""
+    token = mm.MultiModalFieldElem(torch.tensor([7, 7]), mm.SharedField(3))
+    batched = mm.BatchedField()
+    items: list[mm.MultiModalKwargsItem | None] = [
+        mm.MultiModalKwargsItem(
+            {"token": token, "pixels": mm.MultiModalFieldElem(torch.full((2,), float(i)), batched)}
+        )
+        for i in range(3)
+    ]
+    items.insert(0, None)
+    items.insert(2, None)
+    return mm.MultiModalKwargsItems({"image": items})
+
+
+EXAMPLE_BODY = """\
+body:
+  MultiModalKwargsItems
+    ['image']: column list of MultiModalKwargsItem: 5 items (2 absent), 2 keys
+      absent: 0, 2
+      ['token']: column[3] of MultiModalFieldElem values
+        [1]: MultiModalFieldElem
+          .data: tensor 0: int64[2]
+          .field: SharedField
+            .batch_size: 3
+            .keep_on_cpu: False
+        [3]: -> MultiModalFieldElem #0 (the value at $['image'][1]['token'])
+        [4]: -> MultiModalFieldElem #0
+      ['pixels']: column[3] of MultiModalFieldElem, by field
+        .data: column[3]
+          [1]: tensor 1: float32[2]
+          [3]: tensor 2: float32[2]
+          [4]: tensor 3: float32[2]
+        .field: column[3]
+          [1]: BatchedField
+            .keep_on_cpu: False
+          [3]: -> BaseMultiModalField #1 (the value at $['image'][1]['pixels'].field)
+          [4]: -> BaseMultiModalField #1
+"""
+
+
+def _header(frames: list[Any]) -> list[Any]:
+    header: list[Any] = msgspec.msgpack.decode(frames[0])
+    return header
+
+
+def test_a_column_list_is_shown_by_the_schema(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frames = mm.encode(_example())
+    assert _header(frames)[1] == 3  # a column list travelled
+    path = tmp_path / "columns.mmc"
+    framing.save_frames(frames, path)
+    assert main(["inspect", str(path), "--module", MODULE]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.startswith("envelope: wire version 3, schema 'multimodal' major 1")
+    assert out.split("tensor 3: float32[2] (run 3 #0)\n")[1] == EXAMPLE_BODY
+
+
+def test_a_column_list_as_json() -> None:
+    tree = describe(mm.encode(_example()), CODEC)
+    [(modality, columns)] = tree["body"]["$dict"]
+    assert modality == "image"
+    assert {k: columns[k] for k in ("$columns", "count", "present", "absent")} == {
+        "$columns": "MultiModalKwargsItem",
+        "count": 5,
+        "present": 3,
+        "absent": [{"first": 0, "count": 1}, {"first": 2, "count": 1}],
+    }
+    token, pixels = columns["columns"]
+    assert token["key"] == "token" and token["$values"] == "MultiModalFieldElem"
+    assert (
+        token["values"][1:]
+        == [{"$ref": "MultiModalFieldElem", "index": 0, "to": "$['image'][1]['token']"}] * 2
+    )
+    assert pixels["key"] == "pixels" and pixels["$fields"] == "MultiModalFieldElem"
+    assert list(pixels["fields"]) == ["data", "field"]  # the schema's fields, in its order
+    assert [t["$tensor"] for t in pixels["fields"]["data"]] == [1, 2, 3]
+
+
+def test_by_position_a_column_list_is_the_map_that_travelled() -> None:
+    frames = mm.encode(_example())
+    tree = describe(frames)
+    [(_, columns)] = tree["body"]["$dict"]
+    assert [entry[0] for entry in columns["$dict"]] == ["count", "keys", "columns", "absent"]
+    text = render_text(tree)
+    assert "    ['image']: dict[4]\n      ['count']: 5\n      ['keys']: list[2]\n" in text
+    assert "      ['absent']: list[2]\n        [0]: 0\n        [1]: 2\n" in text
+
+
+# -- every value where the decoder puts it ------------------------------------------------
+
+_PATH_STEP = re.compile(r"\[(\d+)\]|\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]|\.(\w+)")
+
+
+def _resolve(root: Any, path: str) -> Any:
+    """The decoded value at a path inspect printed (``$['image'][0]['x'].field``)."""
+    assert path.startswith("$"), path
+    value = root
+    rest = path[1:]
+    while rest:
+        step = _PATH_STEP.match(rest)
+        assert step is not None, path
+        index, key, field = step.groups()
+        if index is not None:
+            value = value[int(index)]
+        elif key is not None:
+            value = value[ast.literal_eval(key)]
+        else:
+            value = getattr(value, field)
+        rest = rest[step.end() :]
+    return value
+
+
+class _Check:
+    """Walks a description beside the decoded value: every node shows what the decoder
+    built there, every back-reference and repeated tensor points at the same object."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.tensors: dict[int, tuple[int, tuple[int, ...]]] = {}
+        self.refs = 0
+
+    def node(self, node: Any, value: Any) -> None:
+        if isinstance(node, list):
+            assert isinstance(value, list) and len(node) == len(value)
+            for n, v in zip(node, value, strict=True):
+                self.node(n, v)
+        elif not isinstance(node, dict):
+            assert node == value
+        elif "$dict" in node:
+            assert list(value) == [k for k, _ in node["$dict"]]
+            for key, n in node["$dict"]:
+                self.node(n, value[key])
+        elif "$struct" in node:
+            assert type(value).__name__ == node["$struct"]
+            for name, n in node["fields"].items():
+                self.node(n, getattr(value, name))
+        elif "$tuple" in node:
+            assert isinstance(value, tuple)
+            self.node(node["$tuple"], list(value))
+        elif "$slice" in node:
+            assert [value.start, value.stop, value.step] == node["$slice"]
+        elif "$tensor" in node:
+            self._tensor(node, value)
+        elif "$ref" in node:
+            assert _resolve(self.root, node["to"]) is value
+            self.refs += 1
+        else:
+            self._columns(node, value)
+
+    def _tensor(self, node: dict[str, Any], value: Any) -> None:
+        assert isinstance(value, torch.Tensor)
+        assert (str(value.dtype).removeprefix("torch."), list(value.shape)) == (
+            node["dtype"],
+            node["shape"],
+        )
+        memory = (value.data_ptr(), tuple(value.stride()))
+        assert self.tensors.setdefault(node["$tensor"], memory) == memory  # one number, one view
+        if "again" in node:
+            first = _resolve(self.root, node["again"])
+            assert (first.data_ptr(), tuple(first.stride())) == memory
+
+    def _columns(self, node: dict[str, Any], value: Any) -> None:
+        assert node["$columns"] == "MultiModalKwargsItem"
+        assert isinstance(value, list) and node["count"] == len(value)
+        absent = [run["first"] + i for run in node["absent"] for i in range(run["count"])]
+        assert absent == [i for i, item in enumerate(value) if item is None]
+        present = [item for item in value if item is not None]
+        assert [c["key"] for c in node["columns"]] == list(present[0])
+        for column in node["columns"]:
+            elems = [item[column["key"]] for item in present]
+            if "$values" in column:
+                self.node(column["values"], elems)
+                continue
+            for field, values in column["fields"].items():
+                self.node(values, [getattr(elem, field) for elem in elems])
+
+
+_KEYS = st.sampled_from(["pixel_values", "grid", "token", "k'\"\\"])
+
+
+@st.composite
+def _item_lists(draw: st.DrawFn) -> mm.MultiModalKwargsItems:
+    """Lists that may travel as columns: items with shared keys, Nones, elements, fields
+    and tensors shared within a list and across lists, ragged data."""
+    tensors = [torch.arange(3, dtype=torch.int64) + i for i in range(3)]
+    fields = [mm.BatchedField(), mm.SharedField(4), mm.FlatField([slice(0, 1)])]
+    elems: list[mm.MultiModalFieldElem] = []
+
+    def elem() -> mm.MultiModalFieldElem:
+        kind = draw(st.sampled_from(["new", "new", "again"] if elems else ["new"]))
+        if kind == "again":
+            return draw(st.sampled_from(elems))
+        data: mm.NestedTensors | None = None
+        what = draw(st.sampled_from(["fresh", "shared", "list", "none"]))
+        if what == "fresh":
+            data = torch.rand(2)
+        elif what == "shared":
+            data = draw(st.sampled_from(tensors))
+        elif what == "list":
+            data = [draw(st.sampled_from(tensors)), torch.zeros(1)]
+        field = draw(st.sampled_from([*fields, None]))
+        made = mm.MultiModalFieldElem(data, field if field is not None else mm.BatchedField())
+        elems.append(made)
+        return made
+
+    out: dict[str, list[mm.MultiModalKwargsItem | None]] = {}
+    for modality in draw(
+        st.lists(st.sampled_from(["image", "audio"]), min_size=1, max_size=2, unique=True)
+    ):
+        keys = draw(st.lists(_KEYS, min_size=1, max_size=3, unique=True))
+        items: list[mm.MultiModalKwargsItem | None] = []
+        for _ in range(draw(st.integers(1, 6))):
+            if draw(st.integers(0, 4)) == 0:
+                items.append(None)
+            elif draw(st.integers(0, 9)) == 0:  # keys of its own: rows
+                items.append(mm.MultiModalKwargsItem({"other": elem()}))
+            else:
+                items.append(mm.MultiModalKwargsItem({key: elem() for key in keys}))
+        out[modality] = items
+    return mm.MultiModalKwargsItems(out)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(items=_item_lists())
+def test_every_value_shown_is_the_one_the_decoder_built_there(
+    items: mm.MultiModalKwargsItems,
+) -> None:
+    frames = mm.encode(items)
+    decoded = mm.decode(frames, mm.MultiModalKwargsItems)
+    tree = describe(frames, CODEC)
+    check = _Check(decoded)
+    check.node(tree["body"], decoded)
+    json.dumps(tree, allow_nan=False)
+    render_text(tree)  # every node has a line
+
+
+def test_the_walk_checks_column_lists_and_back_references() -> None:
+    """The property above sees column lists and back-references into them."""
+    items = _example()
+    again = items["image"][1]
+    assert again is not None
+    items["video"] = [mm.MultiModalKwargsItem({"pixels": again["pixels"]})]  # refers back
+    frames = mm.encode(items)
+    decoded = mm.decode(frames, mm.MultiModalKwargsItems)
+    tree = describe(frames, CODEC)
+    check = _Check(decoded)
+    check.node(tree["body"], decoded)
+    assert check.refs == 5
+    video = dict(tree["body"]["$dict"])["video"]
+    assert video == [
+        {
+            "$dict": [
+                [
+                    "pixels",
+                    {"$ref": "MultiModalFieldElem", "index": 1, "to": "$['image'][1]['pixels']"},
+                ]
+            ],
+            "$type": "MultiModalKwargsItem",
+        }
+    ]
+
+
+# -- hostile column lists ----------------------------------------------------------------
+
+
+def _capture(body: Any) -> bytes:
+    run = ["float32", [2], b"\0" * 16, 0, 2]  # two tensors
+    header = ["mmc", 3, "multimodal", 1, "MultiModalKwargsItems", [run], [], body]
+    return bytes(framing.join([memoryview(msgspec.msgpack.encode(header))]))
+
+
+def _columns(count: int, keys: list[Any], columns: list[Any], absent: list[int]) -> Any:
+    return {"image": {"count": count, "keys": keys, "columns": columns, "absent": absent}}
+
+
+_BATCHED = [0, False]
+_FIELDS = [1, [0, 1], [_BATCHED, 0]]
+HOSTILE: dict[str, Any] = {
+    "no keys": _columns(2, [], [], []),
+    "more columns than keys": _columns(2, ["a"], [_FIELDS, _FIELDS], []),
+    "a key twice": _columns(2, ["a", "a"], [_FIELDS, _FIELDS], []),
+    "count over the limit": _columns(1 << 30, ["a"], [_FIELDS], []),
+    "absent out of order": _columns(4, ["a"], [_FIELDS], [2, 1]),
+    "absent past the count": _columns(3, ["a"], [_FIELDS], [5]),
+    "every item absent": _columns(2, ["a"], [[1, [], []]], [0, 1]),
+    "a short column": _columns(3, ["a"], [_FIELDS], []),
+    "a short field column": _columns(2, ["a"], [[1, [0, 1], [_BATCHED]]], []),
+    "an unknown column tag": _columns(2, ["a"], [[7, [0, 1]]], []),
+    "a fields column of one field": _columns(2, ["a"], [[1, [0, 1]]], []),
+    "a back-reference ahead": _columns(2, ["a"], [[1, [0, 1], [_BATCHED, 5]]], []),
+    "a values back-reference ahead": _columns(2, ["a"], [[0, [3, 0]]], []),
+    "a tensor out of range": _columns(2, ["a"], [[1, [0, 9], [_BATCHED, 0]]], []),
+    "a key that is no string": _columns(2, [1], [_FIELDS], []),
+    "a negative count": _columns(-1, ["a"], [_FIELDS], []),
+    "an unknown entry": {"image": {"count": 2, "keys": ["a"], "columns": [_FIELDS], "x": 1}},
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_column_list_is_refused_as_decode_refuses_it(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capture = _capture(HOSTILE[case])
+    with pytest.raises(mm.DecodeError) as decoding:
+        mm.decode_bytes(capture, mm.MultiModalKwargsItems)
+    frames = framing.split(capture, mm.DEFAULT_LIMITS)
+    with pytest.raises(mm.DecodeError) as inspecting:
+        describe(frames, CODEC)
+    assert str(inspecting.value) == str(decoding.value)
+    path = tmp_path / "hostile.mmc"
+    path.write_bytes(capture)
+    assert main(["inspect", str(path), "--module", MODULE]) == 1
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"{path}: {decoding.value}\n")
+    # By position the body is msgpack: shown as the map it is.
+    assert main(["inspect", str(path)]) == 0
+    assert "['image']: dict[" in capsys.readouterr().out
