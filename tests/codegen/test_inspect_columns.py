@@ -27,6 +27,8 @@ from mmcodec.generated import multimodal as mm
 from mmcodec.runtime import framing
 from mmcodec.runtime.codec import codec_of
 from mmcodec.runtime.inspect import describe, render_text
+from tests.codegen.test_features import CASES as FEATURES
+from tests.golden import features
 
 CODEC = codec_of(mm)
 MODULE = "mmcodec.generated.multimodal"
@@ -198,11 +200,12 @@ class _Check:
             assert (first.data_ptr(), tuple(first.stride())) == memory
 
     def _columns(self, node: dict[str, Any], value: Any) -> None:
-        assert node["$columns"] == "MultiModalKwargsItem"
         assert isinstance(value, list) and node["count"] == len(value)
         absent = [run["first"] + i for run in node["absent"] for i in range(run["count"])]
         assert absent == [i for i, item in enumerate(value) if item is None]
         present = [item for item in value if item is not None]
+        assert node["present"] == len(present)
+        assert node["$columns"] == type(present[0]).__name__
         assert [c["key"] for c in node["columns"]] == list(present[0])
         for column in node["columns"]:
             elems = [item[column["key"]] for item in present]
@@ -296,6 +299,23 @@ def test_the_walk_checks_column_lists_and_back_references() -> None:
             "$type": "MultiModalKwargsItem",
         }
     ]
+
+
+@pytest.mark.parametrize("case", ["cell-table-columns", "cell-table-shared-cells"])
+def test_a_column_list_of_another_schema_is_walked_alike(case: str) -> None:
+    """tests/schemas/features.yaml's CellTable: a union field sent once (a bare index in
+    its field column), an optional nested-tensors field, scalars and a defaulted field."""
+    tp, value = next((tp, value) for name, tp, value in FEATURES if name == case)
+    frames = features.encode(value)
+    assert _header(frames)[1] == 3
+    decoded = features.decode(frames, tp)
+    tree = describe(frames, codec_of(features))
+    check = _Check(decoded)
+    check.node(tree["body"], decoded)
+    assert check.refs >= 3
+    text = render_text(tree)
+    assert "\n    .rows: column list of CellRow: " in text
+    assert not re.search(r"Wire\b|_Columns|Fields\b|Values\b", text), text
 
 
 # -- hostile column lists ----------------------------------------------------------------
