@@ -373,3 +373,15 @@ def test_a_hostile_column_list_is_refused_as_decode_refuses_it(
     # By position the body is msgpack: shown as the map it is.
     assert main(["inspect", str(path)]) == 0
     assert "['image']: dict[" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("with_module", [False, True], ids=["by position", "with module"])
+def test_a_wire_version_past_3_is_refused_naming_the_versions_read(with_module: bool) -> None:
+    header = _header(mm.encode(_example()))
+    header[1] = 4
+    frames = [msgspec.msgpack.encode(header)]
+    with pytest.raises(mm.DecodeError) as caught:
+        describe(frames, CODEC if with_module else None)
+    assert str(caught.value) == (
+        "$: wire format version 4 is not supported (this decoder reads versions 2 to 3)"
+    )
