@@ -106,7 +106,9 @@ def describe(
     "count", "present", "absent": [{"first", "count"}, ...], "columns": [...]}``: the
     absent (None) items' positions as runs of consecutive ones, then per key its column,
     ``{"key", "$values": type, "values": [...]}`` or ``{"key", "$fields": type, "fields":
-    {field: [...]}}``, each list one node per present item, in item order. Paths in
+    {field: [...]}}``, each list one node per present item, in item order (a field
+    column that a message of an older schema lacks is ``{"$default": present}``: every
+    item takes the field's default). Paths in
     ``to`` and ``again`` are those of rows (``$['image'][3]['pixel_values'].data``).
     """
     try:

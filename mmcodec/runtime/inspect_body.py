@@ -556,7 +556,7 @@ class TypedBody:
             self.budget,
             len(keys),
             zip(keys, value.columns, strict=True),  # type: ignore[attr-defined]
-            lambda kc: self._column(kc[0], kc[1], shape, position, path, depth + 1),
+            lambda kc: self._column(kc[0], kc[1], shape, position, out["present"], path, depth + 1),
         )
         return out
 
@@ -588,6 +588,7 @@ class TypedBody:
         column: msgspec.Struct,
         shape: ColumnListShape,
         position: Callable[[int], int],
+        present: int,
         path: Path,
         depth: int,
     ) -> dict[str, Any]:
@@ -609,17 +610,18 @@ class TypedBody:
             )
             return {"key": shown_key, "$values": element, "values": shown}
         fields: dict[str, Any] = {}
-        present = 0
         for index, (attribute, field, annotation) in enumerate(shape.field_columns):
             if self.budget.exhausted:
                 fields["$omitted"] = len(shape.field_columns) - index
                 self.budget.spent_out = True
                 return {"key": shown_key, "$fields": element, "fields": fields}
-            values = getattr(column, attribute)
-            present = len(values)
+            of_field: Any = getattr(column, attribute)
             step = f".{field}"
             self.budget.spend(depth + 1, len(step) + 12)
-            fields[field] = self._field_column(values, annotation, step, item, depth + 2)
+            if of_field is msgspec.UNSET:  # an older schema's message: every item's default
+                fields[field] = {"$default": present}
+                continue
+            fields[field] = self._field_column(of_field, annotation, step, item, depth + 2)
         if shape.element is not None and shape.element.__struct_config__.tag is None:
             # After all its fields, each item's new value is numbered, in item order.
             self._numbered(shape.element).extend(present, item)

@@ -107,9 +107,12 @@ def _union_members(annotation: Any) -> tuple[Any, ...]:
 
 
 def _item_of(annotation: Any) -> Any:
-    """The element annotation of ``list[X]`` (``Any`` for anything else)."""
-    args = typing.get_args(_strip(annotation))
-    return args[0] if args else Any
+    """The element annotation of ``list[X]``, also of ``list[X] | UnsetType`` (a field
+    column an older schema's message may lack); ``Any`` for anything else."""
+    for member in map(_strip, _union_members(_strip(annotation))):
+        if typing.get_origin(member) is list:
+            return typing.get_args(member)[0]
+    return Any
 
 
 def absent_runs(absent: Sequence[int]) -> Iterator[tuple[int, int]]:

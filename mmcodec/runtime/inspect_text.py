@@ -207,6 +207,10 @@ class _Renderer:
             for name, values in fields.items():
                 if name == "$omitted":
                     continue
+                if isinstance(values, dict):  # {"$default": n}: not in the message
+                    text = f"not in the message: the default, for all {values['$default']}"
+                    inner.append((f".{name}", _Text(text)))
+                    continue
                 length = _count(values)
                 text = f"column[{length}]"
                 inner.append((f".{name}", _Labelled(text, _items(values, position))))

@@ -28,6 +28,8 @@ from mmcodec.runtime import framing
 from mmcodec.runtime.codec import codec_of
 from mmcodec.runtime.inspect import describe, render_text
 from tests.codegen.test_features import CASES as FEATURES
+from tests.evolution import HERE as EVOLUTION
+from tests.evolution import forget, generate
 from tests.golden import features
 
 CODEC = codec_of(mm)
@@ -213,6 +215,9 @@ class _Check:
                 self.node(column["values"], elems)
                 continue
             for field, values in column["fields"].items():
+                if isinstance(values, dict):  # a column the message lacks: the defaults
+                    assert values == {"$default": len(elems)}
+                    continue
                 self.node(values, [getattr(elem, field) for elem in elems])
 
 
@@ -385,3 +390,33 @@ def test_a_wire_version_past_3_is_refused_naming_the_versions_read(with_module: 
     assert str(caught.value) == (
         "$: wire format version 4 is not supported (this decoder reads versions 2 to 3)"
     )
+
+
+def test_a_field_column_an_older_schema_lacks_shows_as_the_default(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    out = tmp_path_factory.mktemp("inspect_evolution")
+    packages = {"mmc_inspect_v1": "v1", "mmc_inspect_v2": "v2"}
+    v1, v2 = (generate(EVOLUTION / f"{stem}.yaml", pkg, out) for pkg, stem in packages.items())
+    try:
+        shelves = [
+            v1.Shelf({"a": v1.Record("a", torch.arange(2) + i), "b": v1.Record("b", torch.ones(1))})
+            for i in range(2)
+        ]
+        frames = v1.encode(v1.Library([shelves[0], None, shelves[1]]))
+        decoded = v2.decode(frames, v2.Library)  # v2's Record appends note and weights
+        tree = describe(frames, codec_of(v2))
+        _Check(decoded).node(tree["body"], decoded)
+        [column, _] = tree["body"]["fields"]["shelves"]["columns"]
+        fields = column["fields"]
+        assert list(fields) == ["name", "values", "tags", "note", "weights"]
+        assert fields["note"] == fields["weights"] == {"$default": 2}
+        text = render_text(tree)
+        assert "\n        .note: not in the message: the default, for all 2\n" in text
+        # The older module shows the same message as it is, its own fields only.
+        tree = describe(frames, codec_of(v1))
+        [column, _] = tree["body"]["fields"]["shelves"]["columns"]
+        assert list(column["fields"]) == ["name", "values", "tags"]
+    finally:
+        for package in packages:
+            forget(package, out)
