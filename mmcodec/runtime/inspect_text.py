@@ -203,7 +203,6 @@ class _Renderer:
                 continue
             fields = column["fields"]
             inner: list[tuple[str | None, Any]] = []
-            length = 0
             for name, values in fields.items():
                 if name == "$omitted":
                     continue
@@ -211,12 +210,11 @@ class _Renderer:
                     text = f"not in the message: the default, for all {values['$default']}"
                     inner.append((f".{name}", _Text(text)))
                     continue
-                length = _count(values)
-                text = f"column[{length}]"
+                text = f"column[{_count(values)}]"
                 inner.append((f".{name}", _Labelled(text, _items(values, position))))
             if "$omitted" in fields:
                 inner.append((None, {"$omitted": fields["$omitted"]}))
-            text = f"column[{length}] of {column['$fields']}, by field"
+            text = f"column[{node['present']}] of {column['$fields']}, by field"
             children.append((head, _Labelled(text, inner)))
         return summary, children
 
