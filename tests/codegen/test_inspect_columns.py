@@ -426,3 +426,74 @@ def test_a_field_column_an_older_schema_lacks_shows_as_the_default(
     finally:
         for package in packages:
             forget(package, out)
+
+
+def _leaves(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Paths (indices and keys) to every value in a decoded msgpack tree."""
+    out = [at]
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            out += _leaves(item, (*at, i))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            out += _leaves(item, (*at, key))
+    return out
+
+
+def _replace(tree: Any, at: tuple[Any, ...], new: Any) -> Any:
+    if not at:
+        return new
+    head, rest = at[0], at[1:]
+    if isinstance(tree, list):
+        copy = list(tree)
+        copy[head] = _replace(tree[head], rest, new)
+        return copy
+    return {**tree, head: _replace(tree[head], rest, new)}
+
+
+_MUTANTS = st.one_of(
+    st.integers(-2, 9),
+    st.none(),
+    st.booleans(),
+    st.sampled_from(["pixels", "token", "x", "@ref"]),
+    st.lists(st.integers(0, 5), max_size=3),
+    st.just([0, False]),
+    st.just([2, 3, False]),
+    st.just([-1, 0]),
+)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    which=st.sampled_from(["example", "shared"]),
+    edits=st.lists(st.tuples(st.integers(0, 1 << 16), _MUTANTS), min_size=1, max_size=3),
+)
+def test_a_mutated_column_list_is_shown_exactly_when_it_decodes(
+    which: str, edits: list[tuple[int, Any]]
+) -> None:
+    """Structure-aware edits of a column list (any value replaced by an int, None, a key, a
+    list, a field variant or a union back-reference): inspect with the module shows what
+    the decoder accepts and refuses the rest with the decoder's message, never crashing."""
+    items = _example()
+    if which == "shared":  # every kind of column: values, fields, a field shared by all
+        again = items["image"][1]
+        assert again is not None
+        items["video"] = [mm.MultiModalKwargsItem({"pixels": again["pixels"]}), None]
+    frames = mm.encode(items)
+    header = _header(frames)
+    body = header[7]
+    for position, new in edits:
+        paths = _leaves(body)[1:]
+        body = _replace(body, paths[position % len(paths)], new)
+    header[7] = body
+    mutated = [msgspec.msgpack.encode(header), *frames[1:]]
+    try:
+        decoded = mm.decode(mutated, mm.MultiModalKwargsItems)
+    except mm.DecodeError as e:
+        with pytest.raises(mm.DecodeError) as caught:
+            describe(mutated, CODEC)
+        assert str(caught.value) == str(e)
+        return
+    tree = describe(mutated, CODEC)
+    _Check(decoded).node(tree["body"], decoded)
+    render_text(tree)
