@@ -50,13 +50,13 @@ def internvl_capture(tmp_path: Path) -> Path:
 
 
 INTERNVL_TREE = """\
-envelope: wire version 3, schema 'multimodal' major 1, root MultiModalKwargsItems
-frames: 2 (0: 245 bytes, 1: 31309824 bytes), header first
+envelope: wire version 2, schema 'multimodal' major 1, root MultiModalKwargsItems
+frames: 2 (0: 270 bytes, 1: 31309824 bytes), header first
 tensor runs: 3
   run 0: bfloat16[13, 3, 448, 448] x 2, 31309824 bytes, frame 1 offset 0
   run 1: int64[] x 2, 16 bytes, inline
   run 2: int64[] x 1, 8 bytes, inline
-refs: none (tensor references are positions)
+refs: 5 entries: 0, 2, 4, 1, 3
 tensors: 5
   tensor 0: bfloat16[13, 3, 448, 448] (run 0 #0)
   tensor 1: bfloat16[13, 3, 448, 448] (run 0 #1)
@@ -65,40 +65,37 @@ tensors: 5
   tensor 4: int64[] (run 2 #0)
 body:
   MultiModalKwargsItems
-    ['image']: column list of MultiModalKwargsItem: 2 items, 3 keys
-      ['pixel_values_flat']: column[2] of MultiModalFieldElem, by field
-        .data: column[2]
-          [0]: tensor 0: bfloat16[13, 3, 448, 448]
-          [1]: tensor 1: bfloat16[13, 3, 448, 448]
-        .field: column[2]
-          [0]: FlatField
+    ['image']: list[2]
+      [0]: MultiModalKwargsItem
+        ['pixel_values_flat']: MultiModalFieldElem
+          .data: tensor 0: bfloat16[13, 3, 448, 448]
+          .field: FlatField
             .slices: list[2]
               [0]: slice(0, 13)
               [1]: slice(13, 26)
             .dim: 0
             .keep_on_cpu: False
-          [1]: -> BaseMultiModalField #0 (the value at $['image'][0]['pixel_values_flat'].field)
-      ['image_num_patches']: column[2] of MultiModalFieldElem, by field
-        .data: column[2]
-          [0]: tensor 2: int64[]
-          [1]: tensor 3: int64[]
-        .field: column[2]
-          [0]: BatchedField
+        ['image_num_patches']: MultiModalFieldElem
+          .data: tensor 2: int64[]
+          .field: BatchedField
             .keep_on_cpu: False
-          [1]: -> BaseMultiModalField #1 (the value at $['image'][0]['image_num_patches'].field)
-      ['image_token_id']: column[2] of MultiModalFieldElem values
-        [0]: MultiModalFieldElem
+        ['image_token_id']: MultiModalFieldElem
           .data: tensor 4: int64[]
           .field: SharedField
             .batch_size: 2
             .keep_on_cpu: False
-        [1]: -> MultiModalFieldElem #4 (the value at $['image'][0]['image_token_id'])
+      [1]: MultiModalKwargsItem
+        ['pixel_values_flat']: MultiModalFieldElem
+          .data: tensor 1: bfloat16[13, 3, 448, 448]
+          .field: -> BaseMultiModalField #0 (the value at $['image'][0]['pixel_values_flat'].field)
+        ['image_num_patches']: MultiModalFieldElem
+          .data: tensor 3: int64[]
+          .field: -> BaseMultiModalField #1 (the value at $['image'][0]['image_num_patches'].field)
+        ['image_token_id']: -> MultiModalFieldElem #2 (the value at $['image'][0]['image_token_id'])
 """
-"""The two images share their keys: a column list (wire version 3), each key's values as one
-column, or one column per field; each value labelled with its item's position, and a
-back-reference with the path rows would give the value it repeats. Tensors are numbered as
-the runs hold them; the FlatSlice union's values show as the slices they are, not as the
-wrapper structs that carry them on the wire (FlatSlice_0)."""
+"""Tensors are numbered as the runs hold them (the refs table maps the body's references
+to them); the FlatSlice union's values show as the slices they are, not as the wrapper
+structs that carry them on the wire (FlatSlice_0)."""
 
 
 def test_tree_of_a_real_payload_names_fields_types_tensors_and_back_references(
@@ -117,22 +114,16 @@ def test_without_a_module_the_body_is_shown_by_position(
     head, body = out.split("body (by position; --module names fields):\n")
     assert head == INTERNVL_TREE.split("body:\n")[0]  # envelope, runs, refs: the same
     lines = body.splitlines()
-    assert lines[:12] == [
+    assert lines[:6] == [
         "  dict[1]",
-        "    ['image']: dict[4]",  # a column list: a map where rows are an array
-        "      ['count']: 2",
-        "      ['keys']: list[3]",
-        "        [0]: 'pixel_values_flat'",
-        "        [1]: 'image_num_patches'",
-        "        [2]: 'image_token_id'",
-        "      ['columns']: list[3]",
-        "        [0]: list[3]",  # a fields column: tag 1, the data column, the field column
-        "          [0]: 1",
-        "          [1]: list[2]",
-        "            [0]: 0",  # tensor reference 0: only the schema can tell
+        "    ['image']: list[2]",
+        "      [0]: dict[3]",
+        "        ['pixel_values_flat']: list[2]",
+        "          [0]: 0",  # tensor reference 0: only the schema can tell
+        "          [1]: list[4]",  # the FlatField, tag first
     ]
-    assert "            [1]: 0" in lines  # the FlatField again: a bare back-reference
-    assert lines[-1] == "      ['absent']: list[0]"
+    assert "      [1]: dict[3]" in lines
+    assert "        ['image_token_id']: 2" in lines  # the shared element: a bare back-reference
 
 
 def test_json_output_with_tensor_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -146,7 +137,7 @@ def test_json_output_with_tensor_values(tmp_path: Path, capsys: pytest.CaptureFi
     tree = json.loads(out)
 
     assert tree["envelope"] == {
-        "wire_version": 3,
+        "wire_version": 2,
         "schema": "multimodal",
         "major": 1,
         "root": "MultiModalKwargsItems",
@@ -158,8 +149,8 @@ def test_json_output_with_tensor_values(tmp_path: Path, capsys: pytest.CaptureFi
          "bytes": 5120 * 1176 * 2, "frame": 1, "offset": 5184 * 1176 * 2},
         {"run": 2, "dtype": "int64", "shape": [3], "count": 2, "bytes": 48, "inline": True},
     ]  # fmt: skip
-    # A column list holds each key's tensors together, in the runs' order: no refs table.
-    assert tree["refs"] == []
+    # The refs table as runs of entries: here four of one entry each.
+    assert tree["refs"] == [{"first": t, "count": 1, "step": 0} for t in (0, 2, 1, 3)]
     assert [f["bytes"] for f in tree["frames"]] == [
         f.nbytes for f in framing.split(capture.read_bytes(), mm.DEFAULT_LIMITS)
     ]
@@ -187,71 +178,28 @@ def test_json_output_with_tensor_values(tmp_path: Path, capsys: pytest.CaptureFi
     assert body["$type"] == "MultiModalKwargsItems"
     [(modality, image_list)] = body["$dict"]
     assert modality == "image"
-    assert {k: image_list[k] for k in ("$columns", "count", "present", "absent")} == {
-        "$columns": "MultiModalKwargsItem",
-        "count": 2,
-        "present": 2,
-        "absent": [],
+    first = dict(image_list[0]["$dict"])
+    second = dict(image_list[1]["$dict"])
+    pixels = first["pixel_values"]
+    assert pixels["$struct"] == "MultiModalFieldElem"
+    assert pixels["fields"]["data"] == {"$tensor": 0, "dtype": "bfloat16", "shape": [5184, 1176]}
+    # The body's reference 1 is tensor 2 (refs[1]): the tensor the entries above call 2.
+    assert first["image_grid_thw"]["fields"]["data"] == {
+        "$tensor": 2,
+        "dtype": "int64",
+        "shape": [3],
     }
-    pixels, grid = image_list["columns"]
-    assert (pixels["key"], pixels["$fields"]) == ("pixel_values", "MultiModalFieldElem")
-    assert pixels["fields"]["data"][0] == {
-        "$tensor": 0,
-        "dtype": "bfloat16",
-        "shape": [5184, 1176],
-    }
-    assert grid["fields"]["data"] == [
-        {"$tensor": 2, "dtype": "int64", "shape": [3]},
-        {"$tensor": 3, "dtype": "int64", "shape": [3]},
-    ]
-    flat = pixels["fields"]["field"][0]
+    flat = pixels["fields"]["field"]
     assert flat["$struct"] == "FlatField"
     assert flat["fields"]["slices"] == [  # the union's values, not their wire wrappers
         {"$slice": [0, 5184, None]},
         {"$slice": [5184, 10304, None]},
     ]
-    assert pixels["fields"]["field"][1] == {
+    assert second["pixel_values"]["fields"]["field"] == {
         "$ref": "BaseMultiModalField",
         "index": 0,
         "to": "$['image'][0]['pixel_values'].field",
     }
-
-
-def test_tensor_references_go_through_the_refs_table() -> None:
-    # Rows (the items' keys differ): references in body order, tensors in run order, and
-    # two views of one batch (references 0 and 2) are one run.
-    batch = torch.zeros(2, 2)
-    items = mm.MultiModalKwargsItems(
-        {
-            "image": [
-                mm.MultiModalKwargsItem(
-                    {
-                        "a": mm.MultiModalFieldElem(batch[0], mm.BatchedField()),
-                        "b": mm.MultiModalFieldElem(torch.arange(3), mm.BatchedField()),
-                    }
-                ),
-                mm.MultiModalKwargsItem({"c": mm.MultiModalFieldElem(batch[1], mm.BatchedField())}),
-            ]
-        }
-    )
-    frames = mm.encode(items)
-    tree = describe(frames, codec_of(mm))
-    assert tree["envelope"]["wire_version"] == 2
-    assert tree["refs"] == [
-        {"first": 0, "count": 1, "step": 0},
-        {"first": 2, "count": 1, "step": 0},
-        {"first": 1, "count": 1, "step": 0},
-    ]
-    [(_, rows)] = tree["body"]["$dict"]
-    first, second = (dict(item["$dict"]) for item in rows)
-    # The body's reference 1 is tensor 2 (refs[1]): the tensor the entries call 2.
-    assert first["b"]["fields"]["data"] == {"$tensor": 2, "dtype": "int64", "shape": [3]}
-    assert second["c"]["fields"]["data"] == {"$tensor": 1, "dtype": "float32", "shape": [2]}
-    assert [(t["dtype"], t["run"]) for t in tree["tensors"]] == [
-        ("float32", 0),
-        ("float32", 0),
-        ("int64", 1),
-    ]
 
 
 def test_a_tensor_referenced_twice_is_marked(capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from mmcodec.runtime import framing
+from mmcodec.runtime.columns import MIN_ITEMS
 from mmcodec.runtime.limits import DEFAULT_LIMITS
 from tests.codec.helpers import assert_nested_equal
 from tests.evolution import HERE, forget, generate
@@ -46,8 +47,12 @@ def _columns(buffer: Any) -> dict[str, Any]:
     return shelves
 
 
+ITEMS = MIN_ITEMS
+"""Shelves in the list: as few as travel as columns."""
+
+
 def _library(module: ModuleType, **more: Any) -> Any:
-    values = [torch.arange(4, dtype=torch.float32) + i for i in range(3)]
+    values = [torch.arange(4, dtype=torch.float32) + i for i in range(ITEMS)]
     shelves = [
         module.Shelf(
             {
@@ -55,9 +60,9 @@ def _library(module: ModuleType, **more: Any) -> Any:
                 "b": module.Record("b", values[i][:2], **more),
             }
         )
-        for i in range(3)
+        for i in range(ITEMS)
     ]
-    return module.Library([shelves[0], None, shelves[1], shelves[2]]), values
+    return module.Library([shelves[0], None, *shelves[1:]]), values
 
 
 def test_an_older_release_reads_a_newer_column_list(
@@ -72,8 +77,8 @@ def test_an_older_release_reads_a_newer_column_list(
     decoded = v1.decode_bytes(buffer, v1.Library)
     assert type(decoded) is v1.Library
     shelves = decoded.shelves
-    assert shelves[1] is None and len(shelves) == 4
-    for shelf, i in zip([shelves[0], shelves[2], shelves[3]], range(3), strict=True):
+    assert shelves[1] is None and len(shelves) == ITEMS + 1
+    for shelf, i in zip([shelves[0], *shelves[2:]], range(ITEMS), strict=True):
         assert type(shelf) is v1.Shelf and list(shelf) == ["a", "b"]
         a, b = shelf["a"], shelf["b"]
         assert type(a) is v1.Record and not hasattr(a, "note")

@@ -74,7 +74,10 @@ def _mixed_keys() -> mm.MultiModalKwargsItems:
 
 MESSAGES: dict[str, tuple[type[Any], Callable[[], Any]]] = {
     "64-small-items": (mm.MultiModalKwargsItems, lambda: payloads.small_items(0)),
-    **{f"sample-{name}": sample for name, sample in SAMPLES.items()},
+    **{
+        f"sample-{name}": SAMPLES[name]
+        for name in ("kwargs_items", "nested_item", "feature_spec", "runs_and_dtypes")
+    },
     "absent-items": (mm.MultiModalKwargsItems, _absent_items),
     "shared-element": (mm.MultiModalKwargsItems, _shared_element),
     "mixed-keys": (mm.MultiModalKwargsItems, _mixed_keys),
