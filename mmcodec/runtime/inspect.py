@@ -6,7 +6,8 @@ tensor runs, the refs table (as runs of entries), one entry per tensor, and the 
 the way ``protoc --decode_raw`` does.
 
 Without a schema codec the body is shown by position, as msgpack (an int there may be
-a number, a tensor reference or a back-reference: only the schema knows). With the
+a number, a tensor reference or a back-reference: only the schema knows; a column list
+is the map it travels as). With the
 :class:`~mmcodec.runtime.codec.SchemaCodec` of the generated module that wrote the
 message, the body is decoded with that module's wire types: fields and types by the
 schema's names, tensors, back-references marked with the path of the value they repeat.
@@ -100,6 +101,15 @@ def describe(
     "length"}`` (a long string) and ``{"$omitted": count}`` (entries past the budget; in
     a struct's fields, the ``"$omitted"`` key). Non-finite floats are the strings
     ``"nan"``, ``"inf"``, ``"-inf"``.
+
+    A list that travelled as a column list (wire version 3) is ``{"$columns": item type,
+    "count", "present", "absent": [{"first", "count"}, ...], "columns": [...]}``: the
+    absent (None) items' positions as runs of consecutive ones, then per key its column,
+    ``{"key", "$values": type, "values": [...]}`` or ``{"key", "$fields": type, "fields":
+    {field: [...]}}``, each list one node per present item, in item order (a field
+    column that a message of an older schema lacks is ``{"$default": present}``: every
+    item takes the field's default). Paths in
+    ``to`` and ``again`` are those of rows (``$['image'][3]['pixel_values'].data``).
     """
     try:
         views = framing.as_byte_views(frames, limits)

@@ -23,6 +23,12 @@ from typing import Any
 import msgspec
 
 from mmcodec.runtime.errors import DecodeError
+from mmcodec.runtime.inspect_columns import (
+    ColumnListShape,
+    absent_runs,
+    column_list_shape,
+    positions,
+)
 from mmcodec.runtime.inspect_values import json_float
 from mmcodec.runtime.limits import Limits
 from mmcodec.runtime.wire import IntLeaf, IntTagRef, ListNode, SliceWire, StrTagRef, TupleNode
@@ -210,6 +216,44 @@ def _step_text(step: int | str | _Key) -> str:
 ROOT = Path(None, "")
 
 
+class Numbered:
+    """The paths of the values of one type (or union) in the order the decoder numbers
+    them, for back-references to find: single paths, and whole columns of items, each
+    kept as one entry whose paths are made when a back-reference asks for one."""
+
+    __slots__ = ("entries", "made", "size", "starts")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.entries: list[Path | Callable[[int], Path]] = []
+        self.made: dict[int, Path] = {}
+        """Paths made from a column, kept so that each is spelled out once."""
+        self.size = 0
+
+    def append(self, path: Path) -> None:
+        self.starts.append(self.size)
+        self.entries.append(path)
+        self.size += 1
+
+    def extend(self, count: int, path_of: Callable[[int], Path]) -> None:
+        """``count`` values, the ``i``-th of them at ``path_of(i)``."""
+        self.starts.append(self.size)
+        self.entries.append(path_of)
+        self.size += count
+
+    def get(self, index: int) -> Path | None:
+        if not 0 <= index < self.size:
+            return None  # pragma: no cover - the real decode checked every index
+        at = bisect.bisect_right(self.starts, index) - 1
+        entry = self.entries[at]
+        if isinstance(entry, Path):
+            return entry
+        path = self.made.get(index)
+        if path is None:
+            path = self.made[index] = entry(index - self.starts[at])
+        return path
+
+
 def _marked_reference(annotation: Any) -> bool:
     """Whether an annotation is the runtime's reference int (``wire.NonNegative``)."""
     if typing.get_origin(annotation) is not typing.Annotated:
@@ -230,6 +274,20 @@ def _strip(annotation: Any) -> Any:
     while typing.get_origin(annotation) is typing.Annotated:
         annotation = typing.get_args(annotation)[0]
     return annotation
+
+
+def _item_name(names: SchemaNames, members: tuple[Any, ...]) -> str | None:
+    """The schema's name of the items of a list that may travel as columns, from the
+    members of its wire annotation (``list[M] | ColumnsWire``)."""
+    for member in map(_strip, members):
+        if typing.get_origin(member) is list:
+            items = [m for m in _members(typing.get_args(member)[0]) if m is not type(None)]
+            if len(items) == 1:
+                kind = items[0]
+                if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
+                    return names.of_struct(kind)
+                return names.of_annotation(kind)
+    return None
 
 
 def _type_name(cls: type) -> str:
@@ -322,7 +380,7 @@ class TypedBody:
         self.names = names
         self.tensors = tensors
         self.budget = budget
-        self.shared: dict[Any, list[Path]] = {}
+        self.shared: dict[Any, Numbered] = {}
         """Struct class, or frozenset of a union's variant classes -> paths, in order."""
         self.first_use: dict[int, Path] = {}
         """Tensor -> where it was first shown."""
@@ -383,6 +441,9 @@ class TypedBody:
         if type(value) is int and any(map(_marked_reference, members)):
             if ListNode in structs:  # nested tensors: a bare int is a tensor reference
                 return self._tensor(value, path, depth)
+            if any(c in _REFS for c in structs):  # a column's bare index of a union value
+                variants = frozenset(c for c in structs if c not in _REFS)
+                return self._back_reference(variants, value, self._union_name(members), depth)
             shared = [c for c in structs if c not in _RUNTIME_STRUCTS]
             if shared:  # a struct that travels once: an int repeats an earlier one
                 name = self.names.of_struct(shared[0])
@@ -392,16 +453,18 @@ class TypedBody:
             cls = type(value)
             variants = frozenset(c for c in structs if c not in _REFS)
             if cls in _REFS:
-                kept = frozenset(m for m in members if m is not type(None))
-                union = self.names.of_annotation(kept) or "union"
+                union = self._union_name(members)
                 return self._back_reference(variants, value.index, union, depth)  # type: ignore[attr-defined]
+            shape = column_list_shape(cls)
+            if shape is not None:
+                return self._column_list(value, shape, _item_name(self.names, members), path, depth)
             if cls in self.names.wrappers:  # a variant that is not a struct: its value
                 annotation = msgspec.structs.fields(cls)[0].type
                 out = self.node(value.value, annotation, path, depth)  # type: ignore[attr-defined]
             else:
                 out = self._struct(value, path, depth)
             if any(c in _REFS for c in structs):  # a union value: numbered after its variant
-                self.shared.setdefault(variants, []).append(path)
+                self._numbered(variants).append(path)
             return out
         for member in members:  # a union of a struct with a container, say
             base = _strip(member)
@@ -431,6 +494,9 @@ class TypedBody:
                 lambda iv: self.node(iv[1], _NESTED, Path(path, iv[0]), depth + 1),
             )
             return items if cls is ListNode else {"$tuple": items}
+        shape = column_list_shape(cls)
+        if shape is not None:  # pragma: no cover - generated modules put one in a union
+            return self._column_list(value, shape, None, path, depth)
         name = self.names.of_struct(cls)
         self.budget.spend(depth, len(name))
         fields: dict[str, Any] = {}
@@ -444,8 +510,122 @@ class TypedBody:
                 getattr(value, field), annotation, Path(path, step), depth + 1
             )
         if cls.__struct_config__.tag is None:  # a struct that travels once: numbered
-            self.shared.setdefault(cls, []).append(path)
+            self._numbered(cls).append(path)
         return {"$struct": name, "fields": fields}
+
+    def _numbered(self, key: Any) -> Numbered:
+        numbered = self.shared.get(key)
+        if numbered is None:
+            numbered = self.shared[key] = Numbered()
+        return numbered
+
+    def _union_name(self, members: tuple[Any, ...]) -> str:
+        """The schema's name of a union, from its wire members (an optional one's, or a
+        column's, which may also hold a bare index)."""
+        kept = frozenset(m for m in members if m is not type(None))
+        name = self.names.of_annotation(kept)
+        if name is None:
+            name = self.names.of_annotation(frozenset(m for m in kept if not _marked_reference(m)))
+        return name or "union"
+
+    # -- column lists (wire version 3) --------------------------------------------------
+
+    def _column_list(
+        self,
+        value: msgspec.Struct,
+        shape: ColumnListShape,
+        item_name: str | None,
+        path: Path,
+        depth: int,
+    ) -> dict[str, Any]:
+        """A column list: its count, absent items (as runs), and per key its column, each
+        value with the path of the item it belongs to (as rows would have it)."""
+        count: int = value.count  # type: ignore[attr-defined]
+        keys: list[Any] = value.keys  # type: ignore[attr-defined]
+        absent: list[int] = value.absent  # type: ignore[attr-defined]
+        name = item_name or "item"
+        self.budget.spend(depth, len(name) + 40)
+        out: dict[str, Any] = {
+            "$columns": name,
+            "count": count,
+            "present": count - len(absent),
+            "absent": self._absent(absent, depth + 1),
+        }
+        position = positions(absent)
+        out["columns"] = bounded(
+            self.budget,
+            len(keys),
+            zip(keys, value.columns, strict=True),  # type: ignore[attr-defined]
+            lambda kc: self._column(kc[0], kc[1], shape, position, out["present"], path, depth + 1),
+        )
+        return out
+
+    def _field_column(
+        self, values: list[Any], annotation: Any, step: str, item: Callable[[int], Path], depth: int
+    ) -> list[Any]:
+        return bounded(
+            self.budget,
+            len(values),
+            enumerate(values),
+            lambda iv: self.node(iv[1], annotation, Path(item(iv[0]), step), depth),
+        )
+
+    def _absent(self, absent: list[int], depth: int) -> list[dict[str, int]]:
+        """The absent positions as runs of consecutive ones, while the budget lasts."""
+        out: list[dict[str, int]] = []
+        runs = absent_runs(absent)
+        for first, count in runs:
+            if self.budget.exhausted:
+                out.append(self.budget.omitted(1 + sum(1 for _ in runs)))
+                break
+            self.budget.spend(depth, 16)
+            out.append({"first": first, "count": count})
+        return out
+
+    def _column(
+        self,
+        key: Any,
+        column: msgspec.Struct,
+        shape: ColumnListShape,
+        position: Callable[[int], int],
+        present: int,
+        path: Path,
+        depth: int,
+    ) -> dict[str, Any]:
+        shown_key = scalar_node(key)
+        element = self.names.of_struct(shape.element) if shape.element else "value"
+        self.budget.spend(depth, _text_size(shown_key) + len(element) + 24)
+
+        def item(index: int) -> Path:  # where rows would have the value
+            return Path(Path(path, position(index)), _Key(key))
+
+        if type(column) is shape.values:
+            values: list[Any] = column.values  # type: ignore[attr-defined]
+            annotation = shape.value_annotation
+            shown = bounded(
+                self.budget,
+                len(values),
+                enumerate(values),
+                lambda iv: self.node(iv[1], annotation, item(iv[0]), depth + 1),
+            )
+            return {"key": shown_key, "$values": element, "values": shown}
+        fields: dict[str, Any] = {}
+        for index, (attribute, field, annotation) in enumerate(shape.field_columns):
+            if self.budget.exhausted:
+                fields["$omitted"] = len(shape.field_columns) - index
+                self.budget.spent_out = True
+                return {"key": shown_key, "$fields": element, "fields": fields}
+            of_field: Any = getattr(column, attribute)
+            step = f".{field}"
+            self.budget.spend(depth + 1, len(step) + 12)
+            if of_field is msgspec.UNSET:  # an older schema's message: every item's default
+                fields[field] = {"$default": present}
+                continue
+            fields[field] = self._field_column(of_field, annotation, step, item, depth + 2)
+        if shape.element is not None and shape.element.__struct_config__.tag is None:
+            # After all its fields, each item's new value is numbered, in item order.
+            self._numbered(shape.element).extend(present, item)
+        return {"key": shown_key, "$fields": element, "fields": fields}
 
     def _fields_of(self, cls: type) -> list[tuple[str, Any, str]]:
         spec = self.fields.get(cls)
@@ -468,6 +648,10 @@ class TypedBody:
         return out
 
     def _back_reference(self, key: Any, index: int, name: str, depth: int) -> dict[str, Any]:
-        to = str(self.shared[key][index])  # spelled out once per value, then shared
-        self.budget.spend(depth, len(name) + len(to) + 16)
-        return {"$ref": name, "index": index, "to": to}
+        numbered = self.shared.get(key)
+        path = None if numbered is None else numbered.get(index)
+        out: dict[str, Any] = {"$ref": name, "index": index}
+        if path is not None:  # always, for a message the decoder accepted
+            out["to"] = str(path)  # spelled out once per value, then shared
+        self.budget.spend(depth, len(name) + len(out.get("to", "")) + 16)
+        return out

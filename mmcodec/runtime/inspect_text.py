@@ -3,13 +3,17 @@
 One line per node, indented two spaces per level, so the text is about as long as the
 tree's budget. A back-reference prints the path of the value it repeats the first time
 that value is repeated, and only its number after that; a tensor shown again likewise.
+A column list is a line for the list, one for its absent items, and per key its column,
+each value labelled with the position of its item in the list.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mmcodec.runtime.inspect_body import BYTES_SHOWN
+from mmcodec.runtime.inspect_columns import positions_from_runs
 
 __all__ = ["render_text"]
 
@@ -115,6 +119,10 @@ class _Renderer:
                 self.node(child, inner, child_head)
 
     def _summary(self, node: Any) -> tuple[str, list[tuple[str | None, Any]]]:
+        if isinstance(node, _Labelled):
+            return node.text, node.children
+        if isinstance(node, _Text):
+            return node.text, []
         if isinstance(node, list):
             return f"list[{_count(node)}]", _items(node)
         if not isinstance(node, dict):
@@ -161,14 +169,88 @@ class _Renderer:
             return f"bytes[{node['$bytes']}] {node['hex']}{more}", []
         if "$str" in node:
             return _scalar_text(node), []
+        if "$columns" in node:
+            return self._column_list(node)
         if "$omitted" in node:
             return _omitted_text(node), []
         return repr(node), []  # pragma: no cover - describe() makes no other node
 
+    def _column_list(self, node: dict[str, Any]) -> tuple[str, list[tuple[str | None, Any]]]:
+        """A column list: a line for it, one for its absent items, one per key with its
+        column below; each value labelled with the position of its item in the list."""
+        absent = node["absent"]
+        missing = node["count"] - node["present"]
+        columns = node["columns"]
+        summary = f"column list of {node['$columns']}: {node['count']} items"
+        if missing:
+            summary += f" ({missing} absent)"
+        keys = _count(columns)
+        summary += f", {keys} key" + ("s" if keys != 1 else "")
+        children: list[tuple[str | None, Any]] = []
+        if absent:
+            children.append(("absent", _Text(_absent_text(absent))))
+        # Complete whenever a column is shown: the budget ran out before, if it was not.
+        position = positions_from_runs((r["first"], r["count"]) for r in absent if "first" in r)
+        for column in columns:
+            if "$omitted" in column:
+                children.append((None, column))
+                continue
+            head = f"[{self._summary(column['key'])[0]}]"
+            if "$values" in column:
+                values = column["values"]
+                text = f"column[{_count(values)}] of {column['$values']} values"
+                children.append((head, _Labelled(text, _items(values, position))))
+                continue
+            fields = column["fields"]
+            inner: list[tuple[str | None, Any]] = []
+            for name, values in fields.items():
+                if name == "$omitted":
+                    continue
+                if isinstance(values, dict):  # {"$default": n}: not in the message
+                    text = f"not in the message: the default, for all {values['$default']}"
+                    inner.append((f".{name}", _Text(text)))
+                    continue
+                text = f"column[{_count(values)}]"
+                inner.append((f".{name}", _Labelled(text, _items(values, position))))
+            if "$omitted" in fields:
+                inner.append((None, {"$omitted": fields["$omitted"]}))
+            text = f"column[{node['present']}] of {column['$fields']}, by field"
+            children.append((head, _Labelled(text, inner)))
+        return summary, children
 
-def _items(items: list[Any]) -> list[tuple[str | None, Any]]:
+
+class _Text:
+    """A line of text the renderer made itself (no node of the tree)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class _Labelled:
+    """A line and its children, labelled by the renderer."""
+
+    def __init__(self, text: str, children: list[tuple[str | None, Any]]) -> None:
+        self.text = text
+        self.children = children
+
+
+def _absent_text(runs: list[dict[str, int]]) -> str:
+    parts = []
+    for run in runs:
+        if "$omitted" in run:
+            parts.append(_omitted_text(run))
+        elif run["count"] == 1:
+            parts.append(str(run["first"]))
+        else:
+            parts.append(f"{run['first']}..{run['first'] + run['count'] - 1}")
+    return ", ".join(parts)
+
+
+def _items(items: list[Any], position: Callable[[int], int] = int) -> list[tuple[str | None, Any]]:
     return [
-        (None, item) if isinstance(item, dict) and "$omitted" in item else (f"[{i}]", item)
+        (None, item)
+        if isinstance(item, dict) and "$omitted" in item
+        else (f"[{position(i)}]", item)
         for i, item in enumerate(items)
     ]
 

@@ -424,7 +424,7 @@ def test_inspect_accepts_exactly_what_decode_accepts(
     for tree in (with_module, by_position):
         if tree is not None:
             json.dumps(tree, allow_nan=False)  # JSON as it is, no NaN or Infinity
-            assert render_text(tree).startswith("envelope: wire version 2")
+            assert re.match("envelope: wire version [23],", render_text(tree))
     if with_module is not None:
         assert by_position is not None  # names added, nothing else rejected
 

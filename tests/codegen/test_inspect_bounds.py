@@ -84,12 +84,15 @@ def test_a_long_key_repeated_by_back_references_costs_in_proportion(with_module:
     assert len(json.dumps(tree)) < 24 * len(capture)
     assert tree["truncated"] is False
     if with_module:
-        items = tree["body"]["$dict"][0][1]
-        assert len(items) == 4_000
-        key = tree["body"]["$dict"][0][0]
+        [(key, items)] = tree["body"]["$dict"]
         assert key == {"$str": "k" * 64, "length": 20_000}  # shortened, its length kept
+        # One element in every item: a column list, its column the element then its index.
+        assert (items["$columns"], items["count"]) == ("MultiModalKwargsItem", 4_000)
+        [column] = items["columns"]
+        assert column["$values"] == "MultiModalFieldElem"
+        assert len(column["values"]) == 4_000
         # Every back-reference names its value, by the same short path, spelled once.
-        back = [item["$dict"][0][1] for item in items[1:]]
+        back = column["values"][1:]
         assert {b["$ref"] for b in back} == {"MultiModalFieldElem"}
         assert {b["to"] for b in back} == {f"$[{'k' * 24!r}...][0]['']"}
         assert len({id(b["to"]) for b in back}) == 1
@@ -302,3 +305,95 @@ def test_tensor_values_stop_at_the_budget(
     assert entry["values_omitted"] == 100_000 - shown
     assert f", ... {100_000 - shown} more]\n" in text
     assert tree["truncated"] is True
+
+
+# -- column lists (wire version 3) ---------------------------------------------------------
+
+
+def column_list_capture(count: int, data: list[Any], absent: list[int] | None = None) -> bytes:
+    """One modality as a column list of ``count`` items of one key: a fields column whose
+    data column is ``data`` (tensor references, one value per present item) and whose
+    field column is one BatchedField, then a bare index to it for every other item."""
+    present = len(data)
+    column = [1, data, [[0, False]] + [0] * (present - 1)]
+    body = {"x": {"count": count, "keys": ["k"], "columns": [column], "absent": absent or []}}
+    run = ["float32", [1], b"\0" * 4]
+    header = ["mmc", 3, "multimodal", 1, "MultiModalKwargsItems", [run], [], body]
+    return bytes(framing.join([memoryview(msgspec.msgpack.encode(header))]))
+
+
+@pytest.mark.parametrize("with_module", [True, False], ids=["with module", "by position"])
+def test_a_column_of_a_million_references_costs_in_proportion(with_module: bool) -> None:
+    # 1,000 items, each holding a list of 1,000 references to one tensor: a data column
+    # of a million references, every one a node that the budget stops.
+    t = torch.zeros(1)
+    field = mm.BatchedField()
+    items: list[mm.MultiModalKwargsItem | None] = [
+        mm.MultiModalKwargsItem({"k": mm.MultiModalFieldElem([t] * 1_000, field)})
+        for _ in range(1_000)
+    ]
+    capture = bytes(mm.encode_bytes(mm.MultiModalKwargsItems({"x": items})))
+    assert msgspec.msgpack.decode(framing.split(capture, mm.DEFAULT_LIMITS)[0])[1] == 3
+    budget = 64 << 10
+
+    (tree, text), peak = traced_peak(lambda: described(capture, with_module, max_output=budget))
+    assert peak < PER_BYTE * len(capture) + FIXED, peak
+    assert len(text) < 2 * budget, len(text)
+    assert tree["truncated"] is True
+    if with_module:
+        [(_, columns)] = tree["body"]["$dict"]
+        [column] = columns["columns"]
+        data = column["fields"]["data"]
+        assert data[-1] == {"$omitted": 1_000 - len(data) + 1}  # items past the budget
+        assert data[0][1] == {
+            "$tensor": 0, "dtype": "float32", "shape": [1], "again": "$['x'][0]['k'].data[0]"
+        }  # fmt: skip
+        assert column["fields"]["$omitted"] == 1 and "field" not in column["fields"]
+    assert text.endswith("mmcodec inspect --max-output raises it)\n")
+
+
+@pytest.mark.parametrize("with_module", [True, False], ids=["with module", "by position"])
+def test_a_column_list_of_many_items_costs_what_its_decode_costs(with_module: bool) -> None:
+    # 200,000 items at two bytes each: the densest a column list gets. The decoder builds
+    # every item (its memory, not inspect's); inspect adds only what the budget allows.
+    count = 200_000
+    capture = column_list_capture(count, [0] * count)
+    frames = framing.split(capture, mm.DEFAULT_LIMITS)
+    _, decoding = traced_peak(lambda: mm.decode(frames, mm.MultiModalKwargsItems))
+
+    (tree, text), peak = traced_peak(lambda: described(capture, with_module))
+    bound = decoding + FIXED if with_module else PER_BYTE * len(capture) + FIXED
+    assert peak < bound, (peak, decoding)
+    assert len(text) < 2 * DEFAULT_MAX_OUTPUT
+    assert tree["truncated"] is True
+    if with_module:
+        [(_, columns)] = tree["body"]["$dict"]
+        assert (columns["count"], columns["present"], columns["absent"]) == (count, count, [])
+
+
+def test_absent_items_are_runs_and_cost_no_memory_per_item() -> None:
+    # Every other item absent (100,000 runs), then a run of 100,000: positions of the
+    # values shown are found by binary search, the runs past the budget never made.
+    p = 100_000
+    absent = [*range(1, 2 * p, 2), *range(2 * p + 1, 3 * p + 1)]
+    capture = column_list_capture(3 * p + 1, [0] * (p + 1), absent)
+    frames = framing.split(capture, mm.DEFAULT_LIMITS)
+    _, decoding = traced_peak(lambda: mm.decode(frames, mm.MultiModalKwargsItems))
+
+    (tree, text), peak = traced_peak(lambda: described(capture, True, max_output=16 << 10))
+    assert peak < decoding + FIXED, (peak, decoding)
+    [(_, columns)] = tree["body"]["$dict"]
+    runs = columns["absent"]
+    assert runs[:2] == [{"first": 1, "count": 1}, {"first": 3, "count": 1}]
+    assert runs[-1] == {"$omitted": p + 1 - (len(runs) - 1)}
+    assert "(200000 absent), 1 key\n      absent: 1, 3, 5, " in text
+
+    # With the budget for all of it: the last run is one entry, each value at its item.
+    tree, text = described(capture, True, max_output=64 << 20)
+    [(_, columns)] = tree["body"]["$dict"]
+    assert columns["absent"][-1] == {"first": 2 * p + 1, "count": p}
+    assert f", {2 * p - 1}, {2 * p + 1}..{3 * p}\n" in text
+    data = columns["columns"][0]["fields"]["data"]
+    assert data[-1]["again"] == "$['x'][0]['k'].data"
+    assert f"\n          [{2 * p - 2}]: tensor 0: float32[1] (again)\n" in text
+    assert f"\n          [{2 * p}]: tensor 0: float32[1] (again)\n" in text
