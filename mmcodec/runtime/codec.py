@@ -296,19 +296,19 @@ class SchemaCodec:
         except RunError as e:
             # Rebuild once more, with the bad run standing in for its tensors, to name
             # the first value that uses it.
-            named.from_wire(body, DiagnoseContext(e, refs, limits))
+            named.from_wire(body, DiagnoseContext(e, refs, limits, len(header)))
             raise DecodeError(f"{e.message}, used by no value") from None
         check_refs(refs, layouts, total, limits)
         reached = None
         if total > EAGER_TENSORS:
             # Learn which tensors the body uses before building any (see DryContext).
-            dry = DryContext(layouts, refs, total, limits)
+            dry = DryContext(layouts, refs, total, limits, len(header))
             named.from_wire(body, dry)
             reached = dry.reached
         tensors = build_tensors(layouts, copy, reached)
         if refs:
             tensors = [tensors[ref] for ref in refs]
-        return named.from_wire(body, DecodeContext(tensors, limits))
+        return named.from_wire(body, DecodeContext(tensors, limits, len(header)))
 
     def _explain_bad_header(
         self, header: memoryview, named: NamedType, error: Exception

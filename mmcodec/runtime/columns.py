@@ -233,6 +233,14 @@ def check(
     present = count - len(absent)
     if present < 1:
         raise DecodeError("a column list has no present item")
+    if present > ctx.header_size:
+        # Each column holds a value, a byte at least, per present item; only a fields column
+        # whose field lists were all left off (each item takes the defaults) holds none, and
+        # then only the count would bound the items.
+        raise DecodeError(
+            f"a column list of {present} present items is longer than its header "
+            f"({ctx.header_size} bytes)"
+        )
     return present
 
 

@@ -16,6 +16,7 @@ import bisect
 import ctypes
 import itertools
 import operator
+import sys
 import threading
 import warnings
 from collections import defaultdict
@@ -625,13 +626,17 @@ class DecodeContext(_Tables):
     Its tables hold, per type, the values rebuilt so far, in the order they were first sent.
     """
 
-    __slots__ = ("limits", "tensors")
+    __slots__ = ("header_size", "limits", "tensors")
     _new_table = list
 
-    def __init__(self, tensors: list[torch.Tensor], limits: Limits) -> None:
+    def __init__(
+        self, tensors: list[torch.Tensor], limits: Limits, header_size: int = sys.maxsize
+    ) -> None:
         self.tables = [None] * _tables_reserved
         self.tensors = tensors
         self.limits = limits
+        self.header_size = header_size
+        """The header's length in bytes: a column list's items may not outnumber them."""
 
     @staticmethod
     def bad_back_reference(values: list[Any], index: int, union: str) -> DecodeError:
@@ -660,8 +665,10 @@ class DiagnoseContext(DecodeContext):
 
     __slots__ = ()
 
-    def __init__(self, error: RunError, refs: list[int], limits: Limits) -> None:
-        super().__init__(_Diagnose(error, refs), limits)  # type: ignore[arg-type]
+    def __init__(
+        self, error: RunError, refs: list[int], limits: Limits, header_size: int = sys.maxsize
+    ) -> None:
+        super().__init__(_Diagnose(error, refs), limits, header_size)  # type: ignore[arg-type]
 
 
 class _Diagnose:
@@ -695,8 +702,15 @@ class DryContext(DecodeContext):
 
     __slots__ = ()
 
-    def __init__(self, layouts: list[Layout], refs: list[int], total: int, limits: Limits) -> None:
-        super().__init__(_Reach(layouts, refs, total), limits)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        layouts: list[Layout],
+        refs: list[int],
+        total: int,
+        limits: Limits,
+        header_size: int = sys.maxsize,
+    ) -> None:
+        super().__init__(_Reach(layouts, refs, total), limits, header_size)  # type: ignore[arg-type]
 
     @property
     def reached(self) -> bytearray:

@@ -691,3 +691,18 @@ def test_items_are_built_as_the_mapping_class_builds_them() -> None:
     with pytest.raises(mm.DecodeError) as info:
         columns.items(3, [1], ["k"], [[1, -1]], Refusing, Refusing)
     assert str(info.value) == "$[2]: Refusing rejected the decoded values (ValueError: negative)"
+
+
+def test_a_column_list_may_not_stand_for_more_items_than_its_header_has_bytes() -> None:
+    # A fields column whose field lists were all left off (a struct whose fields all have
+    # defaults) costs a byte for any count: the header's length bounds the items instead.
+    from mmcodec.runtime.errors import DecodeError
+    from mmcodec.runtime.tensors import DecodeContext
+
+    ctx = DecodeContext([], DEFAULT_LIMITS, header_size=40)
+    assert columns.check(41, [0], ["a"], [[1]], ctx, True) == 40
+    with pytest.raises(
+        DecodeError,
+        match=r"^\$: a column list of 41 present items is longer than its header \(40 bytes\)$",
+    ):
+        columns.check(41, [], ["a"], [[1]], ctx, True)
