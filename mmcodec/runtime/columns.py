@@ -27,6 +27,7 @@ import msgspec
 
 from mmcodec.runtime.builtins import assigns_fields, construct_failure, mapping_reader
 from mmcodec.runtime.errors import DecodeError
+from mmcodec.runtime.present import positions
 from mmcodec.runtime.tensors import DecodeContext, EncodeContext
 from mmcodec.runtime.wire import IntTagRef, StrTagRef
 
@@ -191,7 +192,7 @@ class ItemError(Exception):
         self.error = error
 
     def located(self, absent: Sequence[int], key: str) -> DecodeError:
-        error = self.error.at(f"[{key!r}]").at(f"[{_position(absent, self.index)}]")
+        error = self.error.at(f"[{key!r}]").at(f"[{positions(absent)(self.index)}]")
         return error  # type: ignore[return-value]
 
 
@@ -401,15 +402,15 @@ def items(
             try:
                 make(dict(zip(keys, row, strict=True)))
             except Exception as e:
-                error = construct_failure(cls, e).at(f"[{_position(absent, index)}]")
+                error = construct_failure(cls, e).at(f"[{positions(absent)(index)}]")
                 raise error from e
         raise AssertionError("unreachable") from None  # pragma: no cover - refused again
     if not absent:
         return present
     out: list[Any] = [None] * count
     gaps = set(absent)
-    positions = [position for position in range(count) if position not in gaps]
-    for position, item in zip(positions, present, strict=True):
+    places = [position for position in range(count) if position not in gaps]
+    for position, item in zip(places, present, strict=True):
         out[position] = item
     return out
 
@@ -428,12 +429,3 @@ def _takes_pairs(make: Any) -> bool:
             and make.__new__ is dict.__new__
         )
     return takes
-
-
-def _position(absent: Sequence[int], index: int) -> int:
-    """The position in the list of the ``index``-th present item."""
-    for gap in absent:  # increasing: check() made sure
-        if gap > index:
-            break
-        index += 1
-    return index

@@ -20,6 +20,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from mmcodec.runtime.present import itself, positions
+
 __all__ = [
     "ColumnListShape",
     "absent_runs",
@@ -129,15 +131,6 @@ def absent_runs(absent: Sequence[int]) -> Iterator[tuple[int, int]]:
         yield first, last - first + 1
 
 
-def positions(absent: Sequence[int]) -> Callable[[int], int]:
-    """Where the ``i``-th present item of a column list sits in the list, from its absent
-    positions (increasing): one binary search per value asked for, no memory per item."""
-    if not absent:
-        return _itself
-    before = _PresentBefore(absent)
-    return lambda index: index + bisect.bisect_right(before, index)
-
-
 def positions_from_runs(runs: Iterable[tuple[int, int]]) -> Callable[[int], int]:
     """:func:`positions`, from the absent items' runs (memory per run)."""
     before: list[int] = []
@@ -148,25 +141,5 @@ def positions_from_runs(runs: Iterable[tuple[int, int]]) -> Callable[[int], int]
         before.append(first - skipped[-1])
         skipped.append(skipped[-1] + count)
     if not before:
-        return _itself
+        return itself
     return lambda index: index + skipped[bisect.bisect_right(before, index)]
-
-
-def _itself(index: int) -> int:
-    return index
-
-
-class _PresentBefore:
-    """How many present items come before each absent one (``absent[j] - j``, which never
-    decreases): a sequence for :mod:`bisect`, computed as it is read."""
-
-    __slots__ = ("absent",)
-
-    def __init__(self, absent: Sequence[int]) -> None:
-        self.absent = absent
-
-    def __len__(self) -> int:
-        return len(self.absent)
-
-    def __getitem__(self, j: int) -> int:
-        return self.absent[j] - j
