@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import struct
 from typing import Any
 
@@ -18,7 +19,7 @@ from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
 
 from mmcodec.generated import multimodal_vllm as mv
 from mmcodec.integrations.vllm import MmcodecMsgpackDecoder, MmcodecMsgpackEncoder
-from mmcodec.integrations.vllm.request_path import EXT_CODE
+from mmcodec.integrations.vllm.request_path import EXT_CODE, INLINE_EXT_CODE
 from mmcodec.payloads import PAYLOADS, qwen2_5_vl, small_items
 from mmcodec.runtime.errors import DecodeError
 from tests.vllm import peers
@@ -93,12 +94,45 @@ def test_only_the_items_change_on_the_wire() -> None:
     assert (magic, first, first + count) == (b"MMCF", slot + 1, len(frames))
 
 
-def test_a_message_with_one_item_sends_the_item_without_a_container() -> None:
+def _exts(header: Any) -> list[tuple[int, bytes]]:
+    """The routed values' extensions of a msgpack header, in order (not vLLM's own)."""
+    found: list[tuple[int, bytes]] = []
+    msgpack.decode(header, ext_hook=lambda code, data: found.append((code, bytes(data))))
+    return [(code, data) for code, data in found if code in (EXT_CODE, INLINE_EXT_CODE)]
+
+
+def test_a_request_with_one_item_carries_it_inline_in_as_many_frames_as_vllm() -> None:
     item = qwen2_5_vl(0, api=vi)["image"][0]
-    frames = MmcodecMsgpackEncoder().encode([item])
-    assert bytes(frames[1])[:4] == b"MMCI"
-    assert_same(mv.decode(frames[2:], vi.MultiModalKwargsItem), item)
-    assert_same(MmcodecMsgpackDecoder(list[vi.MultiModalKwargsItem]).decode(frames), [item])
+    request = peers.request(7, [item])  # one item, then a cached feature (no data)
+    frames = MmcodecMsgpackEncoder().encode(request)
+    stock = MsgpackEncoder().encode(request)
+    assert len(frames) == len(stock) == 2  # the header (prompt_embeds inline), pixel_values
+    ((code, data),) = _exts(frames[0])
+    assert code == INLINE_EXT_CODE
+    first, count, kind = struct.unpack_from("<IIB", data)
+    assert (first, count, kind) == (1, 1, 0)
+    # the extension holds mmcodec's header: with the payload frame, mmcodec's message
+    assert_same(mv.decode([data[9:], frames[1]], vi.MultiModalKwargsItem), item)
+    decoded = MmcodecMsgpackDecoder(EngineCoreRequest).decode(_received(frames))
+    assert_same(decoded.mm_features[0], request.mm_features[0])
+    assert decoded.mm_features[1].data is None
+    assert torch.equal(decoded.prompt_embeds, request.prompt_embeds)
+
+
+@pytest.mark.parametrize("kind", ["item", "item map"])
+def test_a_bare_item_or_item_map_travels_inline(kind: str) -> None:
+    items = small_items(3, 2, api=vi)
+    value = items["image"][0] if kind == "item" else items
+    frames = MmcodecMsgpackEncoder().encode(value)
+    assert [code for code, _ in _exts(frames[0])] == [INLINE_EXT_CODE]
+    assert_same(MmcodecMsgpackDecoder(type(value)).decode(_received(frames)), value)
+
+
+def test_a_request_with_several_items_sends_them_as_one_message() -> None:
+    items = small_items(3, 2, api=vi)["image"]
+    frames = MmcodecMsgpackEncoder().encode(peers.request(8, items))
+    assert [code for code, _ in _exts(frames[0])] == [EXT_CODE, EXT_CODE]
+    assert bytes(frames[1])[:4] == b"MMCF"  # one descriptor, one mmcodec message
 
 
 def test_a_stock_message_decodes_with_the_routed_decoder() -> None:
@@ -113,6 +147,9 @@ def test_a_stock_message_decodes_with_the_routed_decoder() -> None:
 def test_a_stock_decoder_refuses_a_routed_message() -> None:
     frames = MmcodecMsgpackEncoder().encode(peers.request(6))
     with pytest.raises(NotImplementedError, match=r"^Extension type code 77 is not supported$"):
+        MsgpackDecoder(EngineCoreRequest).decode(_received(frames))
+    frames = MmcodecMsgpackEncoder().encode(peers.request(6, [qwen2_5_vl(0, api=vi)["image"][0]]))
+    with pytest.raises(NotImplementedError, match=r"^Extension type code 78 is not supported$"):
         MsgpackDecoder(EngineCoreRequest).decode(_received(frames))
 
 
@@ -220,6 +257,69 @@ def test_bad_descriptors_raise_decode_error(descriptor: bytes, message: str) -> 
     frames[1] = descriptor
     with pytest.raises(DecodeError, match=message):
         MmcodecMsgpackDecoder().decode(frames)
+
+
+def _inline_frames() -> list[Any]:
+    """A bare item inline: its header in the extension value, one payload frame."""
+    return _received(MmcodecMsgpackEncoder().encode(qwen2_5_vl(0, api=vi)["image"][0]))
+
+
+@pytest.mark.parametrize(
+    ("prefix", "header", "message"),
+    [
+        (b"", b"", r"^\$: inline routed value of 0 bytes holds no header$"),
+        (struct.pack("<IIB", 1, 1, 0), b"", r"^\$: inline routed value of 9 bytes holds no"),
+        (struct.pack("<IIB", 1, 1, 2), None, r"^\$: routed value of unknown kind 2$"),
+        (struct.pack("<IIB", 0, 1, 0), None, r"^\$: inline value's frames 0\.\.0 out of range"),
+        (struct.pack("<IIB", 1, 2, 0), None, r"^\$: inline value's frames 1\.\.2 out of range"),
+        (struct.pack("<IIB", 2**32 - 1, 1, 0), None, r"frames 4294967295\.\.4294967295 out of"),
+        # the header's run names a payload frame the marker does not give
+        (
+            struct.pack("<IIB", 1, 0, 0),
+            None,
+            r"^\$\['pixel_values'\]\.data: frame 1 out of range \(1 frames\) \(tensor run \d\)$",
+        ),
+        (struct.pack("<IIB", 1, 1, 0), b"\x93\x01\x02", r"^\$: frame 0 is not an mmcodec header"),
+    ],
+)
+def test_bad_inline_values_raise_decode_error(
+    prefix: bytes, header: bytes | None, message: str
+) -> None:
+    frames = _inline_frames()
+    ((_, data),) = _exts(frames[0])
+    value = prefix + (data[9:] if header is None else header)
+    frames[0] = msgpack.encode(msgpack.Ext(INLINE_EXT_CODE, value))
+    with pytest.raises(DecodeError, match=message):
+        MmcodecMsgpackDecoder(vi.MultiModalKwargsItem).decode(frames)
+
+
+def test_mangled_inline_values_raise_only_decode_error() -> None:
+    # Random bytes of the extension value (its prefix and mmcodec's header) changed or cut:
+    # refused with mmcodec's DecodeError or decoded, never anything else.
+    frames = _inline_frames()
+    ((_, data),) = _exts(frames[0])
+    rng = random.Random(20)
+    refused = 0
+    for _ in range(1000):
+        mangled = bytearray(data)
+        for _ in range(rng.randint(1, 3)):
+            mangled[rng.randrange(len(mangled))] = rng.randrange(256)
+        mangled = mangled[: rng.choice([len(mangled), rng.randrange(len(mangled) + 1)])]
+        frames[0] = msgpack.encode(msgpack.Ext(INLINE_EXT_CODE, bytes(mangled)))
+        try:
+            MmcodecMsgpackDecoder(vi.MultiModalKwargsItem).decode(frames)
+        except DecodeError:
+            refused += 1
+    assert refused > 600  # most changes are caught; nothing else escaped
+
+
+def test_an_inline_item_map_where_an_item_is_expected_is_refused() -> None:
+    frames = _inline_frames()
+    ((_, data),) = _exts(frames[0])
+    frames[0] = msgpack.encode([msgpack.Ext(INLINE_EXT_CODE, data[:8] + b"\x01" + data[9:])])
+    # the item's header says MultiModalKwargsItem: kind 1 asks mmcodec for an item map
+    with pytest.raises(DecodeError, match=r"MultiModalKwargsItem"):
+        MmcodecMsgpackDecoder(list[vi.MultiModalKwargsItems]).decode(frames)
 
 
 def test_a_routed_value_of_the_wrong_type_is_refused() -> None:

@@ -8,11 +8,17 @@ list of frames after vLLM's; in vLLM's msgpack header each value is an extension
 (code :data:`EXT_CODE`) that says which one it is. Everything else in the message stays
 vLLM's, byte for byte.
 
-Layout of a routed message (frame indices)::
+A message whose only routed value the encoder can see in advance (an ``EngineCoreRequest``
+with one item, the common request; or a bare item or item map) carries that value *inline*:
+extension code :data:`INLINE_EXT_CODE`, whose data is ``<IIB`` (its first payload frame, the
+number of payload frames, its kind) followed by the mmcodec header. Its payload frames follow
+vLLM's: a one-image request is two frames, as vLLM's own (no descriptor, no separate header).
+
+Any other message (frame indices)::
 
     0            vLLM's msgpack header; each routed value is Ext(EXT_CODE, marker)
     1..          vLLM's own payload frames (tensors outside items), as before
-    slot         a 12-byte descriptor: b"MMCF" (b"MMCI"), first mmcodec frame, frame count
+    slot         a 12-byte descriptor: b"MMCF", first mmcodec frame, frame count
     first..      the mmcodec message: its header, then its payload frames
 
 ``marker`` is ``<IIB``: the descriptor's frame index, the value's index in the mmcodec
@@ -22,18 +28,18 @@ message, its kind (0 an item, 1 an item map). The mmcodec message is one
 or ``"j"`` -> ``[]`` then ``"j:modality"`` -> that modality's list for an item map ``j``.
 One message for all the items of a request lets mmcodec send what the items share once
 (vLLM's processors give every item the same field object) and pay its fixed cost once; one
-list for a run of items lets it lay them out as columns (wire format, "Column lists"). A
-message whose only routed value is one item (descriptor ``b"MMCI"``) sends that item as
-mmcodec's message itself, without the container.
+list for a run of items lets it lay them out as columns (wire format, "Column lists").
 
 A routed decoder reads stock messages too (a front end not yet upgraded). A stock decoder
 given a routed message raises ``NotImplementedError("Extension type code 77 is not
-supported")`` at the first routed value: it never builds a wrong object.
+supported")`` (78 for an inline value) at the first routed value: it never builds a wrong
+object.
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 from typing import Any, Final
 
 from msgspec import msgpack
@@ -43,19 +49,36 @@ from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
 from mmcodec.generated import multimodal_vllm as mv
 from mmcodec.runtime.errors import DecodeError
 
-__all__ = ["EXT_CODE", "MmcodecMsgpackDecoder", "MmcodecMsgpackEncoder"]
+__all__ = ["EXT_CODE", "INLINE_EXT_CODE", "MmcodecMsgpackDecoder", "MmcodecMsgpackEncoder"]
 
 EXT_CODE: Final = 77
 """msgpack extension code of a routed value (vLLM 0.33 uses 1-3: pickle, cloudpickle, raw view)."""
 
+INLINE_EXT_CODE: Final = 78
+"""msgpack extension code of a message's only routed value, its mmcodec header inline."""
+
 _MARKER: Final = struct.Struct("<IIB")
+_INLINE: Final = struct.Struct("<IIB")
+"""An inline value's prefix: its first payload frame, how many, its kind; the header follows."""
 _DESCRIPTOR: Final = struct.Struct("<4sII")
 _DESCRIPTOR_MAGIC: Final = b"MMCF"
-_SINGLE_ITEM_MAGIC: Final = b"MMCI"
-"""A message whose one routed value is an item: mmcodec's message is that item, no container."""
 _ITEM: Final = 0
 _ITEMS: Final = 1
 _KIND_NAMES: Final = ("MultiModalKwargsItem", "MultiModalKwargsItems")
+_KIND_TYPES: Final = (MultiModalKwargsItem, MultiModalKwargsItems)
+
+
+def _single_routed_value(obj: Any) -> bool:
+    """Whether ``obj`` is known, before msgspec walks it, to hold exactly one routed value:
+    an ``EngineCoreRequest`` whose features hold one item (nothing else in a request holds
+    items), or an item or item map itself. Other messages are not looked into."""
+    # Not imported here: vllm.v1.engine imports torch's compiler, and an object can be a
+    # request only once its module is loaded.
+    engine = sys.modules.get("vllm.v1.engine")
+    if engine is not None and type(obj) is engine.EngineCoreRequest:
+        features = obj.mm_features
+        return features is not None and sum(f.data is not None for f in features) == 1
+    return isinstance(obj, _KIND_TYPES)
 
 
 class MmcodecMsgpackEncoder(MsgpackEncoder):  # type: ignore[misc]  # vLLM is untyped here
@@ -72,33 +95,30 @@ class MmcodecMsgpackEncoder(MsgpackEncoder):  # type: ignore[misc]  # vLLM is un
         self._values: list[Any] = []
         self._index_of: dict[int, int] = {}
         self._slot = -1
+        self._inline_next = False
 
     def encode(self, obj: Any) -> list[Any]:
-        self._begin()
+        self._begin(obj)
         try:
             return self._finish(super().encode(obj))
         finally:
             self._begin()  # drop the references to this message's values
 
     def encode_into(self, obj: Any, buf: bytearray) -> list[Any]:
-        self._begin()
+        self._begin(obj)
         try:
             return self._finish(super().encode_into(obj, buf))
         finally:
             self._begin()
 
-    def _begin(self) -> None:
+    def _begin(self, obj: Any = None) -> None:
         self._values = []
         self._index_of = {}
         self._slot = -1
+        self._inline_next = _single_routed_value(obj)
 
     def _finish(self, bufs: list[Any]) -> list[Any]:
         if self._slot < 0:
-            return bufs
-        if len(self._values) == 1 and isinstance(self._values[0], MultiModalKwargsItem):
-            frames = mv.encode(self._values[0], type=MultiModalKwargsItem)
-            bufs[self._slot] = _DESCRIPTOR.pack(_SINGLE_ITEM_MAGIC, len(bufs), len(frames))
-            bufs.extend(frames)
             return bufs
         container: dict[str, list[Any]] = {}
         run: list[Any] | None = None  # the run of items the next item joins
@@ -119,6 +139,9 @@ class MmcodecMsgpackEncoder(MsgpackEncoder):  # type: ignore[misc]  # vLLM is un
         return bufs
 
     def _mark(self, value: Any, kind: int) -> msgpack.Ext:
+        if self._inline_next:
+            self._inline_next = False
+            return self._inline(value, kind)
         if self._slot < 0:
             # Reserve the descriptor's frame now: its index must be in the header, which
             # msgspec is writing; its content is known only when the header is done.
@@ -129,6 +152,14 @@ class MmcodecMsgpackEncoder(MsgpackEncoder):  # type: ignore[misc]  # vLLM is un
             index = self._index_of[id(value)] = len(self._values)
             self._values.append(value)
         return msgpack.Ext(EXT_CODE, _MARKER.pack(self._slot, index, kind))
+
+    def _inline(self, value: Any, kind: int) -> msgpack.Ext:
+        """The message's only routed value: its header in the extension value, its payload
+        frames after vLLM's (encoded now: msgspec writes the extension as it returns)."""
+        header, *payloads = mv.encode(value, type=_KIND_TYPES[kind])
+        first = len(self.aux_buffers)
+        self.aux_buffers.extend(payloads)
+        return msgpack.Ext(INLINE_EXT_CODE, _INLINE.pack(first, len(payloads), kind) + header)
 
     def _encode_mm_item(self, item: Any) -> msgpack.Ext:
         return self._mark(item, _ITEM)
@@ -158,6 +189,8 @@ class MmcodecMsgpackDecoder(MsgpackDecoder):  # type: ignore[misc]  # vLLM is un
             self._routed = None
 
     def ext_hook(self, code: int, data: memoryview) -> Any:
+        if code == INLINE_EXT_CODE:
+            return self._inline_value(data)
         if code != EXT_CODE:
             return super().ext_hook(code, data)
         if len(data) != _MARKER.size:
@@ -173,6 +206,24 @@ class MmcodecMsgpackDecoder(MsgpackDecoder):  # type: ignore[misc]  # vLLM is un
             raise DecodeError(f"routed value {index} is not a {_KIND_NAMES[kind]}")
         return value
 
+    def _inline_value(self, data: memoryview) -> Any:
+        if len(data) <= _INLINE.size:
+            raise DecodeError(f"inline routed value of {len(data)} bytes holds no header")
+        first, count, kind = _INLINE.unpack_from(data)
+        if kind > _ITEMS:
+            raise DecodeError(f"routed value of unknown kind {kind}")
+        frames = self.aux_buffers
+        if not (first > 0 and first + count <= len(frames)):
+            raise DecodeError(
+                f"inline value's frames {first}..{first + count - 1} out of range "
+                f"({len(frames)} frames)"
+            )
+        return mv.decode(
+            [data[_INLINE.size :], *frames[first : first + count]],
+            _KIND_TYPES[kind],
+            copy=not self.share_mem,
+        )
+
     def _values(self, slot: int) -> list[Any]:
         if self._routed is not None:
             if self._routed[0] != slot:
@@ -185,17 +236,14 @@ class MmcodecMsgpackDecoder(MsgpackDecoder):  # type: ignore[misc]  # vLLM is un
         if descriptor.nbytes != _DESCRIPTOR.size:
             raise DecodeError(f"descriptor of {descriptor.nbytes} bytes, not {_DESCRIPTOR.size}")
         magic, first, count = _DESCRIPTOR.unpack(descriptor)
-        if magic != _DESCRIPTOR_MAGIC and magic != _SINGLE_ITEM_MAGIC:
+        if magic != _DESCRIPTOR_MAGIC:
             raise DecodeError(f"descriptor does not start with {_DESCRIPTOR_MAGIC!r}")
         if not (slot < first and count and first + count <= len(frames)):
             raise DecodeError(
                 f"mmcodec frames {first}..{first + count - 1} out of range ({len(frames)} frames)"
             )
         frames = frames[first : first + count]
-        if magic == _SINGLE_ITEM_MAGIC:
-            values = [mv.decode(frames, MultiModalKwargsItem, copy=not self.share_mem)]
-        else:
-            values = _unpack(mv.decode(frames, MultiModalKwargsItems, copy=not self.share_mem))
+        values = _unpack(mv.decode(frames, MultiModalKwargsItems, copy=not self.share_mem))
         self._routed = (slot, values)
         return values
 
