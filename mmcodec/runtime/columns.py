@@ -142,6 +142,8 @@ def fields_reader(names: tuple[str, ...]) -> Callable[[Sequence[Any]], list[list
 def fresh(values: Sequence[Any], seen: dict[int, Any]) -> list[int] | None:
     """The ids of ``values`` when they are distinct objects none of which was sent before
     (``seen``: their type's table): they may travel as a fields column. None otherwise."""
+    if len(values) > 1 and values[0] is values[-1]:  # a value every item shares: no id pass
+        return None
     ids = list(map(id, values))
     if len(set(ids)) != len(ids) or not seen.keys().isdisjoint(ids):
         return None

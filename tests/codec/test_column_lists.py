@@ -619,6 +619,17 @@ def test_fresh_refs_registers_distinct_new_tensors_only() -> None:
     assert ctx.hints == [(1, 2)] and ctx.ids[id(t)] == 1
 
 
+def test_fresh_accepts_only_distinct_values_not_sent_before() -> None:
+    a, b, c = object(), object(), object()
+    seen: dict[int, Any] = {}
+    assert columns.fresh([a, b, c], seen) == [id(a), id(b), id(c)]
+    assert columns.fresh([a, b, a], seen) is None  # shared, first and last the same
+    assert columns.fresh([a, a, b], seen) is None  # repeated elsewhere
+    assert columns.fresh([a], seen) == [id(a)]
+    seen[id(b)] = 0
+    assert columns.fresh([a, b, c], seen) is None  # b was sent before
+
+
 def test_transpose_leaves_to_rows_what_it_cannot_lay_out() -> None:
     item = {"k": 1}
     many = [dict(item) for _ in range(N)]
