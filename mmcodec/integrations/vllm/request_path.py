@@ -98,24 +98,24 @@ class MmcodecMsgpackEncoder(MsgpackEncoder):  # type: ignore[misc]  # vLLM is un
         self._inline_next = False
 
     def encode(self, obj: Any) -> list[Any]:
-        self._begin(obj)
+        self._begin(inline=_single_routed_value(obj))
         try:
             return self._finish(super().encode(obj))
         finally:
             self._begin()  # drop the references to this message's values
 
     def encode_into(self, obj: Any, buf: bytearray) -> list[Any]:
-        self._begin(obj)
+        self._begin(inline=_single_routed_value(obj))
         try:
             return self._finish(super().encode_into(obj, buf))
         finally:
             self._begin()
 
-    def _begin(self, obj: Any = None) -> None:
+    def _begin(self, inline: bool = False) -> None:
         self._values = []
         self._index_of = {}
         self._slot = -1
-        self._inline_next = _single_routed_value(obj)
+        self._inline_next = inline
 
     def _finish(self, bufs: list[Any]) -> list[Any]:
         if self._slot < 0:
