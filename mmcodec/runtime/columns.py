@@ -104,18 +104,21 @@ def transpose(
         entries = list(map(read, present))
         if not all(map(_plain_dict, map(type, entries))):
             return None
-    key_rows = list(map(tuple, entries))
-    keys = key_rows[0]
-    if not keys or key_rows.count(keys) != len(key_rows):
+    keys = list(entries[0])
+    if not keys:
+        return None
+    # Every item's keys in one list, equal to the first item's repeated: the same keys in
+    # the same order. A dict's keys are distinct, so no item can hold more keys than the
+    # first and the lengths must agree item by item.
+    every_key = list(_chain(entries))
+    if every_key != keys * len(entries):
         return None
     # Keys equal by value may differ in class (a str subclass): rows would refuse those.
-    if set(map(type, _chain(key_rows))) != {str}:
+    if set(map(type, every_key)) != {str}:
         return None
-    # One pass per key (dict's own lookup, as dict.values reads them): cheaper than a row
-    # of values per item transposed.
-    get = dict.__getitem__
-    columns = [list(map(get, entries, _repeat(key))) for key in keys]
-    return absent, list(keys), columns
+    # The values in key order (dict.values, as rows read them), transposed in C.
+    columns = list(map(list, zip(*map(dict.values, entries), strict=True)))
+    return absent, keys, columns
 
 
 def _plain_dict(kind: type) -> bool:

@@ -161,6 +161,8 @@ def _rows_cases() -> dict[str, mm.MultiModalKwargsItems]:
         "no item present": _items(None, None, None),
         "keys in another order": _items(*items[: N - 1], swapped),
         "another key": _items(*items[: N - 1], other_key),
+        "one key more": _items(*items[: N - 1], mm.MultiModalKwargsItem({**b, "c": shared})),
+        "one key fewer": _items(*items[: N - 1], mm.MultiModalKwargsItem({"a": b["a"]})),
         "no keys": _items(*[empty] * N),
         "items of two classes": ITEMS({"image": [*items[: N - 1], dict(b)]}),  # type: ignore[list-item]
     }
@@ -641,6 +643,11 @@ def test_transpose_leaves_to_rows_what_it_cannot_lay_out() -> None:
     assert columns.transpose([mapping] * N, False) is None  # a mapping that is no dict
     user: Any = UserDict(item)
     assert columns.transpose([user] * N, False) == ([], ["k"], [[1] * N])
+    # Keys that run on from one item to the next ([k l m] [k] [l m k] [l m]: "k l m" over
+    # and over) are not the first item's keys item by item: rows.
+    a, b, c = ({"k": 1, "l": 2, "m": 3}, {"k": 1}, {"l": 2, "m": 3, "k": 1})
+    assert columns.transpose([a, b, c, {"l": 2, "m": 3}] * (N // 4), False) is None
+    assert columns.transpose([a] * N, False) == ([], ["k", "l", "m"], [[1] * N, [2] * N, [3] * N])
 
 
 def test_defaults_give_each_item_its_own_empty_container() -> None:
