@@ -107,14 +107,14 @@ def transpose(
     keys = list(entries[0])
     if not keys:
         return None
-    # Every item's keys in one list, equal to the first item's repeated: the same keys in
-    # the same order. A dict's keys are distinct, so no item can hold more keys than the
-    # first and the lengths must agree item by item.
     every_key = list(_chain(entries))
-    if every_key != keys * len(entries):
-        return None
-    # Keys equal by value may differ in class (a str subclass): rows would refuse those.
+    # Exactly str (rows refuse a subclass), checked first: only str's own == runs below.
     if set(map(type, every_key)) != {str}:
+        return None
+    # Every item's keys, equal to the first item's repeated: the same keys in the same
+    # order. A dict's keys are distinct, so no item can hold more keys than the first and
+    # the lengths must agree item by item.
+    if every_key != keys * len(entries):
         return None
     # The values in key order (dict.values, as rows read them), transposed in C.
     columns = list(map(list, zip(*map(dict.values, entries), strict=True)))
