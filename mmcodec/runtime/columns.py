@@ -104,10 +104,10 @@ def transpose(
         entries = list(map(read, present))
         if not all(map(_plain_dict, map(type, entries))):
             return None
-    keys = list(entries[0])
+    every_key = list(_chain(entries))
+    keys = every_key[: len(entries[0])]  # the first item's
     if not keys:
         return None
-    every_key = list(_chain(entries))
     # Exactly str (rows refuse a subclass), checked first: only str's own == runs below.
     if set(map(type, every_key)) != {str}:
         return None

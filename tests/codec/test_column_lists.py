@@ -143,6 +143,15 @@ class _Key(str):
     """A str subclass: equal keys, another class (rows refuse it: not exactly str)."""
 
 
+class _Touchy(str):
+    """A str subclass that must not be compared."""
+
+    __hash__ = str.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        raise AssertionError("a key of another class was compared")
+
+
 class _OwnItems(dict[str, Any]):
     """A dict that lists its entries its own way."""
 
@@ -650,15 +659,6 @@ def test_transpose_leaves_to_rows_what_it_cannot_lay_out() -> None:
     assert columns.transpose([a] * N, False) == ([], ["k", "l", "m"], [[1] * N, [2] * N, [3] * N])
     # A key of another class is refused before any key is compared: its == never runs.
     assert columns.transpose([{_Touchy("k"): 1} for _ in range(N)], False) is None
-
-
-class _Touchy(str):
-    """A str subclass that must not be compared."""
-
-    __hash__ = str.__hash__
-
-    def __eq__(self, other: object) -> bool:
-        raise AssertionError("a key of another class was compared")
 
 
 def test_defaults_give_each_item_its_own_empty_container() -> None:
